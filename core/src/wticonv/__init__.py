@@ -1,0 +1,64 @@
+"""wticonv: OpenCL 2-D convolutions, chosen without benchmarking.
+
+Every installed solver plugin reports whether it applies to a problem, its Wall-Time Index
+(predicted fraction of the device's peak) and its workspace; the core runs the one with
+the largest WTI, then the smallest workspace (MIOpen's immediate-mode fallback).
+
+Quick start::
+
+    import numpy as np, wticonv
+    x = np.random.rand(8, 64, 56, 56).astype(np.float32)
+    w = np.random.rand(64, 64, 3, 3).astype(np.float32)
+    y = wticonv.conv2d(x, w, padding=1)          # as torch.nn.functional.conv2d
+    print(wticonv.explain(wticonv.ConvProblem(8, 64, 56, 56, 64, 3, 3, pad_h=1, pad_w=1)))
+"""
+
+from __future__ import annotations
+
+from .api import conv2d, conv2d_input, conv2d_weight
+from .device import Device, DeviceInfo, list_devices, select_device
+from .errors import (DeviceError, DriverArgsError, KernelBuildError, KeyFormatError,
+                     NetworkError, NoApplicableSolverError, PluginError, ProblemError,
+                     SolverNotApplicableError, SolverNotFoundError, SolverRunError,
+                     SolverWarning, TensorError, WticonvError)
+from .handle import Handle, RunResult, get_handle
+from .hookspecs import WTI_UNKNOWN, Decline, hookimpl
+from .problem import DIRECTIONS, ConvProblem
+from .reference import reference, rms_range
+from .selection import Selection, Verdict
+from .tensors import ConvTensors
+
+__version__ = "0.1.0"
+
+#: rms_range tolerance used when a solver declares none (``tolerance`` attribute).
+DEFAULT_TOLERANCE = 1e-5
+
+
+def explain(problem: ConvProblem, workspace_limit: int | None = None,
+            solver: str | None = None, handle: Handle | None = None) -> Selection:
+    """Rank every installed solver for ``problem`` without running anything.
+
+    Returns the :class:`Selection`: the chosen solver and, per solver, whether it applies
+    (or why not), its WTI, workspace and predicted time. Raises as
+    :func:`wticonv.selection.select`.
+    """
+    return (handle or get_handle()).select(problem, workspace_limit, solver)
+
+
+def solver_tolerance(handle: Handle, solver_id: str) -> float:
+    """The rms_range tolerance a solver declares (``tolerance``), else DEFAULT_TOLERANCE."""
+    obj = handle.registry.get(solver_id).obj
+    tol = getattr(obj, "tolerance", None)
+    return float(tol) if isinstance(tol, (int, float)) and tol > 0 else DEFAULT_TOLERANCE
+
+
+__all__ = [
+    "conv2d", "conv2d_input", "conv2d_weight", "explain", "solver_tolerance",
+    "ConvProblem", "DIRECTIONS", "ConvTensors", "Device", "DeviceInfo", "Handle", "RunResult",
+    "Selection", "Verdict", "Decline", "hookimpl", "WTI_UNKNOWN", "DEFAULT_TOLERANCE",
+    "get_handle", "list_devices", "select_device", "reference", "rms_range",
+    "WticonvError", "ProblemError", "KeyFormatError", "DriverArgsError", "TensorError",
+    "DeviceError", "KernelBuildError", "PluginError", "SolverNotFoundError",
+    "SolverNotApplicableError", "NoApplicableSolverError", "SolverRunError", "NetworkError",
+    "SolverWarning", "__version__",
+]

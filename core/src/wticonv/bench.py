@@ -1,0 +1,203 @@
+"""The main job: run a network's convolutions in immediate mode, verify them, time them.
+
+For every distinct layer and direction: select a solver without running anything
+(immediate mode), run it once on random data (seeded per layer), compare the result with
+the float64 reference (MIOpen's rms_range against the solver's tolerance), then run it
+``iterations`` more times and take the median kernel time (OpenCL profiling events).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import WticonvError
+from .handle import Handle
+from .networks import Network
+from .problem import DIRECTIONS, ConvProblem
+from .reference import reference, rms_range
+from .tensors import ConvTensors
+
+__all__ = ["BenchRow", "BenchReport", "run_bench", "parse_directions"]
+
+
+@dataclass
+class BenchRow:
+    """One layer in one direction.
+
+    Times in ms, ``gflops`` in GFLOP/s (direct-algorithm FLOPs / measured time),
+    ``workspace`` in bytes, ``error`` is rms_range against the float64 reference.
+    """
+
+    layer: str
+    key: str
+    direction: str
+    count: int
+    flops: int
+    solver: str = ""
+    wti: float | None = None
+    workspace: int | None = None
+    predicted_ms: float | None = None
+    measured_ms: float | None = None
+    gflops: float | None = None
+    error: float | None = None
+    tolerance: float | None = None
+    ok: bool = False
+    message: str = ""
+
+
+@dataclass
+class BenchReport:
+    """Everything ``wticonv bench`` measured (``--json`` prints :meth:`to_dict`)."""
+
+    network: str
+    source: str
+    batch: int | None
+    device: str
+    peak_gflops: float
+    directions: list[str]
+    iterations: int
+    layers: int = 0
+    rows: list[BenchRow] = field(default_factory=list)
+    source_builds: int = 0
+    binary_loads: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[BenchRow]:
+        """Rows that failed verification or could not run."""
+        return [r for r in self.rows if not r.ok]
+
+    def total_ms(self, which: str = "measured_ms") -> float:
+        """Network time: sum over rows of count x time (ms), for ``measured_ms`` or
+        ``predicted_ms``; rows without a time are left out."""
+        return sum(r.count * getattr(r, which) for r in self.rows
+                   if getattr(r, which) is not None)
+
+    @property
+    def total_flops(self) -> int:
+        """Direct FLOPs of the network, counting repeats."""
+        return sum(r.count * r.flops for r in self.rows)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["total_measured_ms"] = self.total_ms("measured_ms")
+        d["total_predicted_ms"] = self.total_ms("predicted_ms")
+        d["total_flops"] = self.total_flops
+        d["failures"] = len(self.failures)
+        d["kernel_builds"] = self.source_builds + self.binary_loads
+        return d
+
+
+def parse_directions(text: str | Sequence[str]) -> list[str]:
+    """``"fwd,bwd"`` -> ``["fwd", "bwd"]``; ``"all"`` -> all three. Raises ValueError."""
+    from .problem import normalize_direction
+
+    items = text.split(",") if isinstance(text, str) else list(text)
+    if [i.strip().lower() for i in items] == ["all"]:
+        return list(DIRECTIONS)
+    out = []
+    for item in items:
+        if item.strip():
+            d = normalize_direction(item)
+            if d not in out:
+                out.append(d)
+    if not out:
+        raise ValueError("no direction given: use fwd, bwd, wrw (comma-separated) or all")
+    return out
+
+
+def _random_inputs(p: ConvProblem, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
+    out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+    return {name: rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+            for name, shape in shapes.items() if name != out_name}
+
+
+def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, verify: bool,
+               workspace_limit: int | None, solver: str | None, seed: int) -> None:
+    from . import solver_tolerance
+
+    sel = handle.select(p, workspace_limit, solver)
+    v = sel.chosen
+    row.solver, row.wti, row.workspace, row.predicted_ms = (v.solver_id, v.wti, v.workspace,
+                                                            v.predicted_ms)
+    dev = handle.device
+    data = _random_inputs(p, seed)
+    out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+    shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
+    bufs = {}
+    try:
+        for name, shape in shapes.items():
+            bufs[name] = (dev.upload(data[name]) if name in data
+                          else dev.alloc(4 * int(np.prod(shape))))
+        tensors = ConvTensors(bufs["x"], bufs["w"], bufs["y"])
+        first = handle.run(p, tensors, selection=sel)
+        row.solver = first.solver_id
+        if verify:
+            result = dev.download(bufs[out_name], shapes[out_name])
+            ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
+            row.error = rms_range(result, ref)
+            row.tolerance = solver_tolerance(handle, row.solver)
+        times = [handle.run(p, tensors, selection=sel).kernel_ms for _ in range(iterations)]
+        row.measured_ms = statistics.median(times) if times else first.kernel_ms
+        if row.measured_ms and row.measured_ms > 0:
+            row.gflops = p.flops / (row.measured_ms * 1e-3) / 1e9
+        row.ok = (not verify) or (row.error is not None and row.error <= row.tolerance)
+        if verify and not row.ok:
+            row.message = (f"verification FAILED: rms_range {row.error:.3g} > tolerance "
+                           f"{row.tolerance:.3g}")
+    finally:
+        for b in bufs.values():
+            if b is not None:
+                b.release()
+
+
+def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRECTIONS,
+              iterations: int = 3, verify: bool = True, workspace_limit: int | None = None,
+              solver: str | None = None,
+              progress: Callable[[int, int, str], None] | None = None) -> BenchReport:
+    """Benchmark every distinct layer of ``network`` in each of ``directions``.
+
+    Parameters
+    ----------
+    iterations : int
+        Timed runs after the verification run (median reported).
+    progress : callable(done, total, label), optional
+        Called before each layer/direction and once at the end.
+
+    A layer that cannot run (no solver, a solver failure) becomes a failed row with its
+    message; the bench goes on.
+    """
+    dev = handle.device
+    counters = dev.programs.counters
+    builds0, loads0 = counters.source_builds, counters.binary_loads
+    batches = {layer.problem.n for layer in network.layers}
+    report = BenchReport(
+        network=network.name, source=network.source,
+        batch=batches.pop() if len(batches) == 1 else None,
+        device=f"{dev.info.name} ({dev.info.platform} {dev.info.driver_version})",
+        peak_gflops=dev.peak_flops / 1e9, directions=list(directions), iterations=iterations,
+        layers=len(network.layers), notes=list(network.notes))
+    jobs = [(i, layer, d) for i, layer in enumerate(network.layers) for d in directions]
+    for done, (i, layer, d) in enumerate(jobs):
+        p = layer.problem.with_direction(d)
+        if progress is not None:
+            progress(done, len(jobs), f"{d} {layer.name}")
+        row = BenchRow(layer=layer.name, key=p.key, direction=d, count=layer.count,
+                       flops=p.flops)
+        try:
+            _bench_one(handle, p, row, iterations, verify, workspace_limit, solver, seed=i)
+        except WticonvError as e:
+            row.ok = False
+            row.message = str(e).splitlines()[0]
+        report.rows.append(row)
+    if progress is not None:
+        progress(len(jobs), len(jobs), "done")
+    report.source_builds = counters.source_builds - builds0
+    report.binary_loads = counters.binary_loads - loads0
+    return report

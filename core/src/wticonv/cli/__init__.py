@@ -1,0 +1,63 @@
+"""The ``wticonv`` command.
+
+Errors in what the user typed (bad flags, invalid problems, unknown networks, devices or
+solvers) print one line on stderr, ``wticonv: error: ...``, and exit with status 2, without
+a traceback. Failures found while working (a layer that fails verification, no solver for
+a problem) exit with status 1. Warnings print as ``wticonv: warning: ...``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import click
+
+from ..errors import (DeviceError, NetworkError, ProblemError, SolverNotFoundError,
+                      TensorError, WticonvError)
+from .commands import cli
+
+__all__ = ["main", "cli"]
+
+#: Errors that mean "what you typed is wrong": exit status 2.
+_USAGE_ERRORS = (ProblemError, TensorError, NetworkError, DeviceError, SolverNotFoundError)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    text = str(message)
+    if text.startswith("wticonv: "):
+        text = text[len("wticonv: "):]
+    print(f"wticonv: warning: {text}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (``sys.argv[1:]`` when None); return the exit status."""
+    warnings.showwarning = _show_warning
+    try:
+        rv = cli.main(args=argv, prog_name="wticonv", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx is not None else "wticonv"
+        msg = e.format_message().replace("\n", " ")
+        print(f"wticonv: error: {msg} (see '{cmd} --help')", file=sys.stderr)
+        return 2
+    except click.ClickException as e:
+        print(f"wticonv: error: {e.format_message()}", file=sys.stderr)
+        return e.exit_code
+    except _USAGE_ERRORS as e:
+        print(f"wticonv: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except WticonvError as e:
+        print(f"wticonv: error: {e}", file=sys.stderr)
+        return 1
+    except (click.Abort, KeyboardInterrupt):
+        print("wticonv: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return rv if isinstance(rv, int) else 0
+
+
+def entry() -> None:  # pragma: no cover - console-script shim
+    sys.exit(main())

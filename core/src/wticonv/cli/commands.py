@@ -1,0 +1,309 @@
+"""The subcommands of ``wticonv`` (see ``wticonv --help``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+import numpy as np
+import pyopencl as cl
+
+from .. import __version__, solver_tolerance
+from ..bench import parse_directions, run_bench
+from ..driver import parse_driver_args
+from ..errors import DriverArgsError, KernelBuildError, ProblemError
+from ..handle import Handle
+from ..keys import parse_key
+from ..networks import load_network
+from ..reference import reference, rms_range
+from . import render
+
+_PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
+                "help_option_names": ["--help"]}
+
+
+def _device_option(f):
+    return click.option("--device", "device", metavar="SPEC", default=None,
+                        help="OpenCL device: gpu, cpu or P:D (default: WTICONV_DEVICE, else "
+                             "the first GPU, else the fastest CPU device).")(f)
+
+
+def _json_option(f):
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print machine-readable JSON instead of tables.")(f)
+
+
+def _limit_option(f):
+    return click.option("--workspace-limit", "workspace_limit", type=click.IntRange(min=0),
+                        default=None, metavar="BYTES",
+                        help="Most device workspace a solver may use (default: no limit).")(f)
+
+
+def _handle(device: str | None) -> Handle:
+    handle = Handle(device)
+    if not handle.device.figures_known:
+        print(f"wticonv: measuring the peak FP32 rate and bandwidth of "
+              f"{handle.device.info.name} (once; cached)...", file=sys.stderr)
+        handle.device.peak_flops  # noqa: B018 - measure now, visibly
+    return handle
+
+
+def _emit_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, default=float))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="wticonv")
+@click.option("--trace", is_flag=True, help="Print every solver hook call to stderr "
+              "(same as WTICONV_TRACE=1).")
+def cli(trace: bool) -> None:
+    """Convolutions on OpenCL devices, with the solver chosen by Wall-Time Index.
+
+    \b
+    Start with:
+      wticonv solvers                      installed solvers and refused plugins
+      wticonv bench resnet50 -n 1          the main job: a whole network, verified
+      wticonv explain -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1
+      wticonv conv -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
+    """
+    if trace:
+        import os
+
+        os.environ["WTICONV_TRACE"] = "1"
+
+
+@cli.command()
+@_json_option
+def solvers(as_json: bool) -> int:
+    """List installed solvers and quarantined plugin entry points."""
+    from ..plugins import SolverRegistry
+
+    reg = SolverRegistry()
+    rows = []
+    for sid in reg.ids():
+        e = reg.solvers[sid]
+        try:
+            dynamic = bool(reg.call(sid, "is_dynamic"))
+        except Exception as exc:  # noqa: BLE001 - report, never crash a listing
+            dynamic = f"error: {exc}"
+        rows.append({"solver": sid, "distribution": e.distribution, "version": e.version,
+                     "dynamic": dynamic, "disabled": sid in reg.disabled,
+                     "entry_point": e.entry_point})
+    bad = [{"entry_point": q.entry_point, "distribution": q.distribution,
+            "version": q.version, "reason": q.reason} for q in reg.quarantined]
+    if as_json:
+        _emit_json({"solvers": rows, "quarantined": bad})
+    else:
+        render.solvers(rows, bad)
+    return 0
+
+
+@cli.command()
+@_json_option
+@click.option("--measure", is_flag=True, help="Measure figures of devices not yet measured.")
+def devices(as_json: bool, measure: bool) -> int:
+    """List OpenCL devices with their measured peak FP32 rate and bandwidth."""
+    from ..device import Device, list_devices
+    from ..store import Store
+
+    store = Store()
+    rows = []
+    for info, cl_dev in list_devices():
+        figs = store.get_device_figures(info.key)
+        unusable = store.get_device_unusable(info.key)
+        if figs is None and measure and unusable is None:
+            try:
+                dev = Device(cl_dev, info, store)
+                figs = (dev.peak_flops, dev.bandwidth)
+            except (KernelBuildError, cl.Error) as e:
+                unusable = str(e)
+        rows.append({"index": info.index, "kind": info.kind, "name": info.name,
+                     "platform": info.platform, "driver": info.driver_version,
+                     "compute_units": info.compute_units, "clock_mhz": info.clock_mhz,
+                     "global_mem_bytes": info.global_mem_bytes,
+                     "local_mem_bytes": info.local_mem_bytes,
+                     "peak_gflops": figs[0] / 1e9 if figs else None,
+                     "bandwidth_gbs": figs[1] / 1e9 if figs else None,
+                     "unusable": unusable})
+    if as_json:
+        _emit_json(rows)
+    else:
+        render.devices(rows)
+    return 0
+
+
+def _problem_from(args: tuple[str, ...]):
+    """A find-db key (one word) or MIOpenDriver flags -> (DriverCommand-like, problems)."""
+    if len(args) == 1 and not args[0].startswith("-"):
+        p = parse_key(args[0])
+        return None, [p]
+    if args and args[0] == "conv":
+        args = args[1:]
+    cmd = parse_driver_args(list(args))
+    return cmd, cmd.problems
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@_json_option
+@_device_option
+@_limit_option
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def explain(args, as_json, device, workspace_limit) -> int:
+    """Rank every solver for one problem, without running anything.
+
+    The problem is a find-db key (e.g. 64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-F)
+    or MIOpenDriver conv flags (-n -c -H -W -k -y -x -p -q -u -v -l -j -g -F; -S forces a
+    solver). With flags, -F 0 (the default) explains all three directions.
+    """
+    if not args:
+        raise DriverArgsError("explain needs a problem: a find-db key or conv flags such as "
+                              "-n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1")
+    cmd, problems = _problem_from(args)
+    handle = _handle(device)
+    forced = cmd.solver if cmd is not None else None
+    selections = [handle.select(p, workspace_limit, forced) for p in problems]
+    if as_json:
+        _emit_json({"device": handle.device.info.name,
+                    "peak_gflops": handle.device.peak_flops / 1e9,
+                    "selections": [s.to_dict() for s in selections]})
+    else:
+        for s in selections:
+            render.selection(s, handle.device)
+    return 0
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@_json_option
+@_device_option
+@_limit_option
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def conv(args, as_json, device, workspace_limit) -> int:
+    """Run one convolution as MIOpenDriver does: select, run, time, verify.
+
+    Flags as MIOpenDriver's conv: -n -c -H -W -k -y -x -p -q -u -v -l -j -g for the
+    problem; -F 0 all directions (default), 1 fwd, 2 bwd, 4 wrw; -V 1 verify against the
+    float64 reference (default); -i iterations (default 10); -t 1 also print wall-clock
+    time; -S SOLVER force a solver id; -b 1 add a bias (fwd).
+    Exit status 1 if any direction fails verification.
+    """
+    if args and args[0] == "conv":
+        args = args[1:]
+    cmd = parse_driver_args(list(args))
+    handle = _handle(device)
+    results = []
+    for p in cmd.problems:
+        results.append(_conv_one(handle, p, cmd, workspace_limit))
+    if as_json:
+        _emit_json({"device": handle.device.info.name, "results": results})
+    else:
+        for r in results:
+            render.conv_result(r, cmd.time)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
+    from ..tensors import ConvTensors
+
+    sel = handle.select(p, workspace_limit, cmd.solver)
+    dev = handle.device
+    rng = np.random.default_rng(12345678)
+    shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
+    out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+    data = {k: rng.uniform(-1, 1, s).astype(np.float32) for k, s in shapes.items() if k != out}
+    bufs = {k: (dev.upload(data[k]) if k in data else dev.alloc(4 * int(np.prod(s))))
+            for k, s in shapes.items()}
+    try:
+        tensors = ConvTensors(bufs["x"], bufs["w"], bufs["y"])
+        first = handle.run(p, tensors, selection=sel)
+        result = dev.download(bufs[out], shapes[out])
+        kernel, wall = [], []
+        for _ in range(cmd.iterations):
+            t0 = time.perf_counter()
+            kernel.append(handle.run(p, tensors, selection=sel).kernel_ms)
+            wall.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        for b in bufs.values():
+            if b is not None:
+                b.release()
+    if cmd.bias and p.direction == "fwd":
+        bias = rng.uniform(-1, 1, p.k).astype(np.float32)
+        result = result + bias[None, :, None, None]
+    ms = float(np.mean(kernel))
+    r = {"direction": p.direction, "key": p.key, "solver": first.solver_id,
+         "wti": sel.chosen.wti, "workspace": first.workspace, "kernel_ms": ms,
+         "wall_ms": float(np.mean(wall)), "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
+         "iterations": cmd.iterations, "verified": cmd.verify, "ok": True, "error": None,
+         "tolerance": None}
+    if cmd.verify:
+        ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
+        if cmd.bias and p.direction == "fwd":
+            ref = ref + bias[None, :, None, None]
+        r["error"] = rms_range(result, ref)
+        r["tolerance"] = solver_tolerance(handle, first.solver_id)
+        r["ok"] = bool(r["error"] <= r["tolerance"])
+    return r
+
+
+@cli.command()
+@click.argument("network", metavar="NETWORK")
+@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
+              help="Batch size N (default: 1 for built-ins; a file's own otherwise).")
+@click.option("--directions", default="fwd,bwd,wrw", show_default=True,
+              help="Comma-separated directions: fwd, bwd, wrw, or all.")
+@click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs per layer and direction after the verification run.")
+@click.option("--no-verify", is_flag=True, help="Skip the comparison with the reference.")
+@click.option("-S", "--solver", default=None, metavar="ID", help="Force this solver.")
+@_limit_option
+@_device_option
+@_json_option
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def bench(network, n, directions, iterations, no_verify, solver, workspace_limit, device,
+          as_json, no_progress) -> int:
+    """The main job: every distinct conv layer of NETWORK, in immediate mode.
+
+    NETWORK is a built-in name (resnet50, vgg16, mobilenetv2, inception3), a text file of
+    MIOpenDriver 'conv ...' lines, or an .onnx model. Each layer and direction is selected
+    without benchmarking, run, verified against the float64 reference and timed. Exit
+    status 1 if any layer fails verification.
+    """
+    try:
+        dirs = parse_directions(directions)
+    except (ValueError, ProblemError) as e:
+        raise click.BadParameter(str(e), param_hint="--directions") from None
+    net = load_network(network, n)
+    handle = _handle(device)
+    show = not (no_progress or as_json) and sys.stderr.isatty()
+    with render.Progress(enabled=show) as prog:
+        report = run_bench(handle, net, dirs, iterations=iterations, verify=not no_verify,
+                           workspace_limit=workspace_limit, solver=solver,
+                           progress=prog.update)
+    if as_json:
+        _emit_json(report.to_dict())
+    else:
+        render.bench_report(report)
+    return 1 if report.failures else 0
+
+
+@cli.command()
+@click.option("--clear", is_flag=True, help="Delete every record (measured figures, binaries).")
+@_json_option
+def cache(clear: bool, as_json: bool) -> int:
+    """Show (or clear) the on-disk cache: where it is and what it holds."""
+    from ..store import Store
+
+    store = Store()
+    if clear:
+        store.clear()
+    info = {"path": str(store.path), "tables": store.summary()}
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(f"cache database: {info['path']}")
+        for table, count in info["tables"].items():
+            click.echo(f"  {table}: {count} record(s)")
+        if clear:
+            click.echo("cleared")
+    return 0

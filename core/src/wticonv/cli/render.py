@@ -1,0 +1,183 @@
+"""Human-readable output of the ``wticonv`` commands (rich tables on stdout)."""
+
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as _RichProgress
+from rich.table import Table
+
+import os
+import sys
+
+# Wide tables stay readable when piped to a file or a CI log (rich assumes 80 columns).
+_out = Console(highlight=False, soft_wrap=False,
+               width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
+_err = Console(stderr=True, highlight=False)
+
+
+def _num(v, fmt: str = "{:.3g}", none: str = "-") -> str:
+    if v is None:
+        return none
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return fmt.format(v)
+
+
+def _bytes(n) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def solvers(rows: list[dict], bad: list[dict]) -> None:
+    t = Table(title="Installed solvers", box=box.SIMPLE_HEAD)
+    for col in ("solver", "distribution", "version", "dynamic", "entry point"):
+        t.add_column(col)
+    for r in rows:
+        dyn = "yes" if r["dynamic"] is True else "no" if r["dynamic"] is False else r["dynamic"]
+        name = r["solver"] + (" (disabled)" if r["disabled"] else "")
+        t.add_row(name, r["distribution"], r["version"], str(dyn), r["entry_point"])
+    if not rows:
+        t.add_row("(none)", "", "", "", "")
+    _out.print(t)
+    if bad:
+        q = Table(title="Quarantined entry points (not loaded)", box=box.SIMPLE_HEAD)
+        for col in ("entry point", "distribution", "reason"):
+            q.add_column(col, overflow="fold")
+        for b in bad:
+            q.add_row(b["entry_point"], f"{b['distribution']} {b['version']}".strip(),
+                      b["reason"])
+        _out.print(q)
+
+
+def devices(rows: list[dict]) -> None:
+    t = Table(title="OpenCL devices", box=box.SIMPLE_HEAD)
+    for col in ("P:D", "kind", "name", "platform / driver", "CUs", "MHz", "memory",
+                "peak GFLOP/s", "GB/s"):
+        t.add_column(col)
+    for r in rows:
+        peak = _num(r["peak_gflops"], "{:.1f}") if not r["unusable"] else "unusable"
+        t.add_row(r["index"], r["kind"], r["name"], f"{r['platform']} / {r['driver']}",
+                  str(r["compute_units"]), str(r["clock_mhz"]), _bytes(r["global_mem_bytes"]),
+                  peak, _num(r["bandwidth_gbs"], "{:.1f}"))
+    _out.print(t)
+    for r in rows:
+        if r["unusable"]:
+            _out.print(f"{r['index']} cannot build kernels: {r['unusable']}")
+    if any(r["peak_gflops"] is None and not r["unusable"] for r in rows):
+        _out.print("Figures not measured yet: wticonv devices --measure")
+
+
+def selection(s, device) -> None:
+    p = s.problem
+    _out.print(f"[bold]{p.describe()}[/bold]  key {p.key}")
+    _out.print(f"device {device.info.name}: peak {device.peak_flops / 1e9:.1f} GFLOP/s; "
+               f"direct FLOPs {p.flops / 1e9:.3f} GFLOP; mode {s.mode}"
+               + (f"; workspace limit {_bytes(s.workspace_limit)}"
+                  if s.workspace_limit is not None else ""))
+    t = Table(box=box.SIMPLE_HEAD)
+    for col in ("rank", "solver", "applicable", "dynamic", "WTI", "workspace", "predicted ms",
+                "WTI from", "verdict"):
+        t.add_column(col)
+    for v in s.verdicts:
+        verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
+        t.add_row(_num(v.rank, "{}"), v.solver_id, "yes" if v.applicable else "no",
+                  "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
+                  _num(v.wti, "{:.4g}"), _bytes(v.workspace), _num(v.predicted_ms, "{:.3f}"),
+                  v.wti_source or "-", verdict)
+    _out.print(t)
+
+
+_NAMES = {"fwd": ("Forward Conv.", "Forward Convolution"),
+          "bwd": ("Backward Data Conv.", "Backward Convolution Data"),
+          "wrw": ("Backward Weights Conv.", "Backward Convolution Weights")}
+
+
+def conv_result(r: dict, wall: bool) -> None:
+    short, long = _NAMES[r["direction"]]
+    _out.print(f"{short} Algorithm: {r['solver']} (WTI {_num(r['wti'], '{:.4g}')}, "
+               f"workspace {r['workspace']} bytes)")
+    _out.print(f"GPU Kernel Time {short} Elapsed: {r['kernel_ms']:.6f} ms (average of "
+               f"{r['iterations']}), {_num(r['gflops'], '{:.2f}')} GFLOP/s")
+    if wall:
+        _out.print(f"Wall-clock Time {short} Elapsed: {r['wall_ms']:.6f} ms")
+    if r["verified"]:
+        if r["ok"]:
+            _out.print(f"{long} Verifies OK on CPU reference "
+                       f"({r['error']:.3g} < {r['tolerance']:.3g})")
+        else:
+            _out.print(f"{long} FAILED: {r['error']:.3g} > {r['tolerance']:.3g}")
+
+
+def bench_report(rep) -> None:
+    batch = f"N={rep.batch}" if rep.batch is not None else "N from the file"
+    _out.print(f"[bold]{rep.network}[/bold] ({rep.source}), {batch}, on {rep.device}, "
+               f"peak {rep.peak_gflops:.1f} GFLOP/s")
+    t = Table(box=box.SIMPLE_HEAD)
+    for col, just in (("layer", "left"), ("key", "left"), ("x", "right"), ("solver", "left"),
+                      ("WTI", "right"), ("workspace", "right"), ("pred. ms", "right"),
+                      ("meas. ms", "right"), ("GFLOP/s", "right"), ("% peak", "right"),
+                      ("error", "right"), ("", "left")):
+        t.add_column(col, justify=just, overflow="fold" if col == "key" else "ellipsis",
+                     max_width=24 if col == "layer" else None)
+    for r in rep.rows:
+        frac = (r.gflops / rep.peak_gflops * 100) if r.gflops else None
+        status = "ok" if r.ok else ("[red]FAIL[/red] " + r.message)
+        t.add_row(r.layer, r.key, str(r.count), r.solver or "-", _num(r.wti, "{:.3g}"),
+                  _bytes(r.workspace), _num(r.predicted_ms, "{:.3f}"),
+                  _num(r.measured_ms, "{:.3f}"), _num(r.gflops, "{:.2f}"),
+                  _num(frac, "{:.1f}"), _num(r.error, "{:.1e}"), status)
+    _out.print(t)
+    measured = rep.total_ms("measured_ms")
+    tflops = rep.total_flops / (measured * 1e-3) / 1e9 if measured else None
+    _out.print(f"layers: {rep.layers} distinct x "
+               f"{len(rep.directions)} direction(s) = {len(rep.rows)} runs; failures: "
+               f"{len(rep.failures)}")
+    _out.print(f"network time (each layer x its count): measured {measured:.2f} ms, predicted "
+               f"{rep.total_ms('predicted_ms'):.2f} ms; {_num(tflops, '{:.2f}')} GFLOP/s "
+               "overall")
+    _out.print(f"kernel builds: {rep.source_builds + rep.binary_loads} "
+               f"({rep.source_builds} from source, {rep.binary_loads} from the disk cache)")
+    for note in rep.notes:
+        _out.print(f"note: {note}")
+    if rep.failures:
+        _out.print(f"[red]{len(rep.failures)} layer run(s) FAILED[/red]")
+    else:
+        _out.print("all layers verified" if any(r.error is not None for r in rep.rows)
+                   else "all layers ran (not verified)")
+
+
+class Progress:
+    """A progress bar on stderr (or nothing), driven by ``update(done, total, label)``."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._p = None
+        self._task = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._p = _RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                    MofNCompleteColumn(), TimeElapsedColumn(), console=_err,
+                                    transient=True)
+            self._p.__enter__()
+        return self
+
+    def update(self, done: int, total: int, label: str) -> None:
+        if self._p is None:
+            return
+        if self._task is None:
+            self._task = self._p.add_task(label, total=total)
+        self._p.update(self._task, completed=done, description=f"{label[:48]:48}")
+
+    def __exit__(self, *exc) -> None:
+        if self._p is not None:
+            self._p.__exit__(*exc)

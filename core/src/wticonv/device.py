@@ -1,0 +1,349 @@
+"""OpenCL devices: discovery, selection, figures, program builds and kernel launches.
+
+Selection (``WTICONV_DEVICE`` or ``--device``):
+
+- ``gpu``: the first GPU of the first platform that has one;
+- ``cpu``: the CPU device with the highest measured peak FP32 rate (PoCL from the system
+  package and PoCL from PyPI may both be present: the faster one wins);
+- ``P:D``: device D of platform P, as numbered by ``wticonv devices``;
+- unset: ``gpu`` if there is a GPU, else ``cpu``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyopencl as cl
+
+from .errors import DeviceError, KernelBuildError
+from .programs import ProgramCache
+from .store import Store
+
+__all__ = ["Device", "DeviceInfo", "Profile", "list_devices", "select_device"]
+
+_INSTALL_HINT = ("install an OpenCL driver: 'pip install \"wticonv[pocl]\"' (PoCL for the CPU) "
+                 "or, as root on Debian/Ubuntu, 'apt-get install pocl-opencl-icd'")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What OpenCL reports about a device.
+
+    Attributes
+    ----------
+    platform_index, device_index : int
+        Position in ``wticonv devices`` (the ``P:D`` of ``--device``).
+    platform, name, vendor, driver_version, version : str
+    kind : str
+        ``"gpu"``, ``"cpu"``, ``"accelerator"`` or ``"other"``.
+    compute_units : int
+    clock_mhz : int
+        Maximum clock frequency, MHz.
+    local_mem_bytes, global_mem_bytes, max_alloc_bytes : int
+        Local memory per work-group, global memory, largest single buffer (bytes).
+    max_work_group_size : int
+    """
+
+    platform_index: int
+    device_index: int
+    platform: str
+    name: str
+    vendor: str
+    driver_version: str
+    version: str
+    kind: str
+    compute_units: int
+    clock_mhz: int
+    local_mem_bytes: int
+    global_mem_bytes: int
+    max_alloc_bytes: int
+    max_work_group_size: int
+
+    @property
+    def key(self) -> str:
+        """Identifies device + driver in the databases: ``platform|name|driver version``."""
+        return f"{self.platform}|{self.name}|{self.driver_version}"
+
+    @property
+    def index(self) -> str:
+        """``"P:D"``."""
+        return f"{self.platform_index}:{self.device_index}"
+
+
+def _kind(dev: cl.Device) -> str:
+    t = dev.type
+    if t & cl.device_type.GPU:
+        return "gpu"
+    if t & cl.device_type.CPU:
+        return "cpu"
+    if t & cl.device_type.ACCELERATOR:
+        return "accelerator"
+    return "other"
+
+
+def _info(dev: cl.Device, p: int, d: int) -> DeviceInfo:
+    return DeviceInfo(
+        platform_index=p, device_index=d, platform=dev.platform.name.strip(),
+        name=dev.name.strip(), vendor=dev.vendor.strip(),
+        driver_version=dev.driver_version.strip(), version=dev.version.strip(),
+        kind=_kind(dev), compute_units=int(dev.max_compute_units),
+        clock_mhz=int(dev.max_clock_frequency), local_mem_bytes=int(dev.local_mem_size),
+        global_mem_bytes=int(dev.global_mem_size), max_alloc_bytes=int(dev.max_mem_alloc_size),
+        max_work_group_size=int(dev.max_work_group_size))
+
+
+def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
+    """Every OpenCL device, in platform order, with its :class:`DeviceInfo`.
+
+    Raises
+    ------
+    DeviceError
+        If no OpenCL platform is installed.
+    """
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:
+        raise DeviceError(f"no OpenCL platform found ({e}); {_INSTALL_HINT}") from None
+    out = []
+    for p, plat in enumerate(platforms):
+        try:
+            devices = plat.get_devices()
+        except cl.Error:
+            continue
+        for d, dev in enumerate(devices):
+            out.append((_info(dev, p, d), dev))
+    if not out:
+        raise DeviceError(f"no OpenCL device found; {_INSTALL_HINT}")
+    return out
+
+
+class Profile:
+    """Kernel events enqueued through :meth:`Device.enqueue_kernel` inside a profile scope."""
+
+    def __init__(self) -> None:
+        self.events: list[cl.Event] = []
+
+    @property
+    def kernel_ms(self) -> float:
+        """Sum of the kernels' execution times (OpenCL profiling), in ms; waits for them."""
+        total = 0
+        for ev in self.events:
+            ev.wait()
+            total += ev.profile.end - ev.profile.start
+        return total * 1e-6
+
+
+@dataclass
+class _Figures:
+    peak_flops: float = 0.0
+    bandwidth: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Device:
+    """One OpenCL device with its context, in-order profiling queue and program cache.
+
+    Parameters
+    ----------
+    cl_device : pyopencl.Device
+    info : DeviceInfo
+    store : Store, optional
+        Where measured figures and program binaries persist; the default store when omitted.
+
+    Attributes
+    ----------
+    info : DeviceInfo
+    context : pyopencl.Context
+    queue : pyopencl.CommandQueue
+        In-order, with profiling enabled. Solvers enqueue their kernels here.
+    programs : ProgramCache
+    """
+
+    def __init__(self, cl_device: cl.Device, info: DeviceInfo, store: Store | None = None):
+        self.cl_device = cl_device
+        self.info = info
+        self.store = store if store is not None else Store()
+        self.context = cl.Context([cl_device])
+        self.queue = cl.CommandQueue(
+            self.context, cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.programs = ProgramCache(self.context, cl_device, info.key, self.store)
+        self._figures = _Figures()
+        self._profiles = threading.local()
+
+    def __repr__(self) -> str:
+        return f"<Device {self.info.index} {self.info.name!r} ({self.info.platform})>"
+
+    @property
+    def kind(self) -> str:
+        """``"gpu"``, ``"cpu"``, ``"accelerator"`` or ``"other"``."""
+        return self.info.kind
+
+    @property
+    def key(self) -> str:
+        """Database key of device + driver."""
+        return self.info.key
+
+    # ---------------------------------------------------------------------- figures
+    def _ensure_figures(self) -> _Figures:
+        f = self._figures
+        if f.peak_flops > 0:
+            return f
+        with f.lock:
+            if f.peak_flops > 0:
+                return f
+            stored = self.store.get_device_figures(self.key)
+            if stored is None:
+                from .peak import measure_device_figures
+
+                unusable = self.store.get_device_unusable(self.key)
+                if unusable is not None:
+                    raise KernelBuildError(unusable)
+                try:
+                    stored = measure_device_figures(self)
+                except (KernelBuildError, cl.Error) as e:
+                    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+                    detail = next((ln for ln in lines if ln.lower().startswith("error")),
+                                  lines[0] if lines else type(e).__name__)
+                    self.store.put_device_unusable(self.key, detail)
+                    raise KernelBuildError(detail) from None
+                self.store.put_device_figures(self.key, *stored)
+            f.peak_flops, f.bandwidth = stored
+        return f
+
+    @property
+    def figures_known(self) -> bool:
+        """True when peak and bandwidth are measured (in memory or in the store)."""
+        return self._figures.peak_flops > 0 or self.store.get_device_figures(self.key) is not None
+
+    @property
+    def peak_flops(self) -> float:
+        """Measured peak FP32 rate, FLOP/s (measured on first use, then cached)."""
+        return self._ensure_figures().peak_flops
+
+    @property
+    def bandwidth(self) -> float:
+        """Measured memory bandwidth, bytes/s (measured on first use, then cached)."""
+        return self._ensure_figures().bandwidth
+
+    # ------------------------------------------------------------- builds & launches
+    def build(self, source: str, options: str = "") -> cl.Program:
+        """The program for ``source`` built with ``options``, from the program cache."""
+        return self.programs.build(source, options)
+
+    def enqueue_kernel(self, kernel: cl.Kernel, global_size: tuple[int, ...],
+                       local_size: tuple[int, ...] | None, *args) -> cl.Event:
+        """Set ``kernel``'s arguments, enqueue it on :attr:`queue` and record its event.
+
+        Sizes are in work-items; ``global_size`` must be a multiple of ``local_size`` in
+        each dimension. Returns the kernel's event.
+        """
+        if args:
+            kernel.set_args(*args)
+        ev = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+        stack = getattr(self._profiles, "stack", None)
+        if stack:
+            for prof in stack:
+                prof.events.append(ev)
+        return ev
+
+    @contextmanager
+    def profile(self) -> Iterator[Profile]:
+        """Collect the events of kernels enqueued through :meth:`enqueue_kernel` inside."""
+        stack = getattr(self._profiles, "stack", None)
+        if stack is None:
+            stack = self._profiles.stack = []
+        prof = Profile()
+        stack.append(prof)
+        try:
+            yield prof
+        finally:
+            stack.remove(prof)
+
+    # ----------------------------------------------------------------------- memory
+    def alloc(self, nbytes: int) -> cl.Buffer | None:
+        """A device buffer of ``nbytes`` bytes (None for 0)."""
+        if nbytes <= 0:
+            return None
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, int(nbytes))
+
+    def upload(self, array: np.ndarray) -> cl.Buffer:
+        """Copy a C-contiguous array to a new device buffer."""
+        a = np.ascontiguousarray(array)
+        buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(a.nbytes, 4))
+        if a.nbytes:
+            cl.enqueue_copy(self.queue, buf, a)
+        return buf
+
+    def download(self, buf: cl.Buffer, shape: tuple[int, ...],
+                 dtype=np.float32) -> np.ndarray:
+        """Copy a device buffer into a new array of ``shape`` (waits for the queue)."""
+        out = np.empty(shape, dtype=dtype)
+        if out.nbytes:
+            cl.enqueue_copy(self.queue, out, buf)
+        return out
+
+
+def _fastest(devices: list[Device], listing: str) -> Device:
+    """The device with the highest measured peak; devices that cannot build or run the
+    measuring kernels (e.g. an old PoCL that does not know this CPU) are skipped."""
+    usable = []
+    for dev in devices:
+        if dev.store.get_device_unusable(dev.key) is not None:
+            continue  # reported when it was first found unusable; see `wticonv devices`
+        try:
+            usable.append((dev.peak_flops, dev))
+        except (KernelBuildError, cl.Error) as e:
+            warnings.warn(f"wticonv: skipping OpenCL device {dev.info.index} {dev.info.name!r} "
+                          f"({dev.info.platform} {dev.info.driver_version}): it cannot build "
+                          f"kernels ({e})", stacklevel=3)
+    if not usable:
+        raise DeviceError(f"no OpenCL CPU device can build kernels; devices present: {listing}; "
+                          f"{_INSTALL_HINT}")
+    return max(usable, key=lambda t: t[0])[1]
+
+
+def select_device(spec: str | None = None, store: Store | None = None) -> Device:
+    """Open the device named by ``spec`` (see module docstring), else ``WTICONV_DEVICE``.
+
+    Raises
+    ------
+    DeviceError
+        If nothing matches; the message lists the devices present.
+    """
+    if spec is None:
+        spec = os.environ.get("WTICONV_DEVICE") or None
+    store = store if store is not None else Store()
+    devices = list_devices()
+    listing = "; ".join(f"{i.index} {i.kind} {i.name!r} ({i.platform})" for i, _ in devices)
+    want = (spec or "").strip().lower()
+    if want in ("", "gpu"):
+        gpus = [(i, d) for i, d in devices if i.kind == "gpu"]
+        if gpus:
+            return Device(gpus[0][1], gpus[0][0], store)
+        if want == "gpu":
+            raise DeviceError(f"no OpenCL GPU device found (WTICONV_DEVICE/--device 'gpu'); "
+                              f"devices present: {listing}")
+        want = "cpu"
+    if want == "cpu":
+        cpus = [Device(d, i, store) for i, d in devices if i.kind == "cpu"]
+        if not cpus:
+            raise DeviceError(f"no OpenCL CPU device found; devices present: {listing}; "
+                              f"{_INSTALL_HINT}")
+        if len(cpus) == 1:
+            return cpus[0]
+        return _fastest(cpus, listing)
+    parts = want.split(":")
+    if len(parts) in (1, 2) and all(p.isdigit() for p in parts):
+        p, d = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
+        for info, dev in devices:
+            if (info.platform_index, info.device_index) == (p, d):
+                return Device(dev, info, store)
+        raise DeviceError(f"no OpenCL device {p}:{d}; devices present: {listing}")
+    raise DeviceError(f"device {spec!r} is not understood: use 'gpu', 'cpu' or "
+                      f"'PLATFORM:DEVICE' indices; devices present: {listing}")

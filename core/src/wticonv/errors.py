@@ -1,0 +1,87 @@
+"""The one exception hierarchy of wticonv.
+
+Every error raised on purpose by wticonv derives from :class:`WticonvError`. Errors caused
+by bad input also derive from :class:`ValueError` (or :class:`LookupError`), so code that
+already catches those keeps working. Messages say which problem or solver is concerned,
+what is wrong, and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WticonvError",
+    "ProblemError",
+    "KeyFormatError",
+    "DriverArgsError",
+    "TensorError",
+    "DeviceError",
+    "KernelBuildError",
+    "PluginError",
+    "SolverNotFoundError",
+    "SolverNotApplicableError",
+    "NoApplicableSolverError",
+    "SolverRunError",
+    "NetworkError",
+    "SolverWarning",
+]
+
+
+class WticonvError(Exception):
+    """Base class of every error wticonv raises on purpose."""
+
+
+class ProblemError(WticonvError, ValueError):
+    """A convolution problem is invalid.
+
+    The message names the field, its value and the rule it breaks, e.g.
+    ``"invalid problem: groups=3 must divide c=64 (c % groups == 0)"``.
+    """
+
+
+class KeyFormatError(ProblemError):
+    """A find-db key (MIOpen's problem key format) cannot be parsed."""
+
+
+class DriverArgsError(ProblemError):
+    """MIOpenDriver-style ``conv`` arguments cannot be parsed."""
+
+
+class TensorError(WticonvError, ValueError):
+    """An array passed to the API does not match the problem (shape, dtype, dimensions)."""
+
+
+class DeviceError(WticonvError):
+    """No OpenCL device matches the request, or the OpenCL runtime is missing."""
+
+
+class KernelBuildError(WticonvError):
+    """An OpenCL program failed to build; the message carries the build log."""
+
+
+class PluginError(WticonvError):
+    """A solver plugin does not honour the contract (bad object, hooks, or id)."""
+
+
+class SolverNotFoundError(WticonvError, LookupError):
+    """A solver id was asked for that no installed plugin provides."""
+
+
+class SolverNotApplicableError(WticonvError):
+    """A forced solver (``solver=``, ``-S``) declined the problem."""
+
+
+class NoApplicableSolverError(WticonvError):
+    """Immediate mode found no candidate; the message lists every solver and why it declined."""
+
+
+class SolverRunError(WticonvError):
+    """A solver raised while running a problem."""
+
+
+class NetworkError(WticonvError, ValueError):
+    """A network description (built-in name, driver-command file or ONNX model) is unusable."""
+
+
+class SolverWarning(UserWarning):
+    """A solver misbehaved (raised in a hook, returned a bad value, failed to run) and was
+    set aside for the problem; the next-ranked solver was used instead."""

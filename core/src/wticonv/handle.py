@@ -1,0 +1,170 @@
+"""The handle: one device plus the installed solvers, and the run path.
+
+Like a MIOpen or cuDNN handle, a :class:`Handle` is created once and used for many
+convolutions; the NumPy API uses a default one (:func:`get_handle`).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .device import Device, select_device
+from .errors import SolverRunError, SolverWarning, WticonvError
+from .plugins import SolverRegistry
+from .problem import ConvProblem
+from .selection import Selection, select
+from .tensors import ConvTensors
+
+__all__ = ["Handle", "RunResult", "get_handle"]
+
+
+@dataclass
+class RunResult:
+    """What :meth:`Handle.run` did.
+
+    Attributes
+    ----------
+    selection : Selection
+    solver_id : str
+        The solver that ran (the chosen one, or the next candidate if it failed).
+    workspace : int
+        Bytes of workspace given to the solver.
+    kernel_ms : float
+        Sum of the solver's kernel times (OpenCL profiling), ms; 0.0 if it enqueued no
+        kernel through ``device.enqueue_kernel``.
+    """
+
+    selection: Selection
+    solver_id: str
+    workspace: int
+    kernel_ms: float
+
+
+class Handle:
+    """A device and its solvers.
+
+    Parameters
+    ----------
+    device : Device or str, optional
+        A :class:`Device`, a device spec (``"gpu"``, ``"cpu"``, ``"P:D"``), or None for
+        ``WTICONV_DEVICE`` / the default device.
+    registry : SolverRegistry, optional
+        The solvers; by default every installed plugin (entry points).
+    """
+
+    def __init__(self, device: Device | str | None = None,
+                 registry: SolverRegistry | None = None) -> None:
+        self.device = device if isinstance(device, Device) else select_device(device)
+        self.registry = registry if registry is not None else SolverRegistry()
+        self._lock = threading.Lock()
+        self._workspace = None
+        self._workspace_bytes = 0
+
+    def __repr__(self) -> str:
+        return f"<Handle {self.device!r} solvers={self.registry.ids()}>"
+
+    def select(self, problem: ConvProblem, workspace_limit: int | None = None,
+               solver: str | None = None) -> Selection:
+        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`)."""
+        return select(self.registry, problem, self.device, workspace_limit, solver)
+
+    def _get_workspace(self, nbytes: int):
+        if nbytes <= 0:
+            return None
+        if nbytes > self._workspace_bytes:
+            if self._workspace is not None:
+                self._workspace.release()
+            self._workspace = self.device.alloc(nbytes)
+            self._workspace_bytes = nbytes
+        return self._workspace
+
+    def run(self, problem: ConvProblem, tensors: ConvTensors,
+            selection: Selection | None = None, workspace_limit: int | None = None,
+            solver: str | None = None, wait: bool = True) -> RunResult:
+        """Run ``problem`` on device buffers, with the chosen solver.
+
+        If the chosen solver raises while running, it is set aside for this problem with a
+        :class:`SolverWarning` and the next candidate runs (unless the solver was forced).
+
+        Raises
+        ------
+        SolverRunError
+            If the forced solver, or every candidate, failed to run.
+        """
+        if selection is None:
+            selection = self.select(problem, workspace_limit, solver)
+        failures = []
+        for v in selection.candidates:
+            with self._lock:
+                workspace = self._get_workspace(v.workspace or 0)
+                try:
+                    with self.device.profile() as prof:
+                        self.registry.call(v.solver_id, "run", problem=problem,
+                                           device=self.device, tensors=tensors,
+                                           workspace=workspace)
+                    if wait:
+                        self.device.queue.finish()
+                except WticonvError as e:
+                    failures.append(f"{v.solver_id}: {e}")
+                except Exception as e:  # noqa: BLE001 - set the solver aside, try the next
+                    failures.append(f"{v.solver_id}: {type(e).__name__}: {e}")
+                else:
+                    return RunResult(selection, v.solver_id, v.workspace or 0,
+                                     prof.kernel_ms if wait else 0.0)
+            if selection.mode == "forced":
+                break
+            warnings.warn(f"wticonv: solver {v.solver_id!r} failed to run problem "
+                          f"{problem.key} ({failures[-1]}); trying the next candidate",
+                          SolverWarning, stacklevel=2)
+        raise SolverRunError(f"problem {problem.key} could not be run: " + "; ".join(failures))
+
+    def compute(self, problem: ConvProblem, x: np.ndarray | None = None,
+                w: np.ndarray | None = None, y: np.ndarray | None = None,
+                workspace_limit: int | None = None, solver: str | None = None) -> np.ndarray:
+        """Run ``problem`` on host arrays and return the result as a new float32 array.
+
+        ``fwd`` needs x and w and returns y; ``bwd`` needs y (dy) and w and returns dx;
+        ``wrw`` needs x and y (dy) and returns dw. Arrays must be C-contiguous float32 of
+        the problem's shapes (the public API checks and converts them).
+        """
+        dev = self.device
+        p = problem
+        shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
+        out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+        given = {"x": x, "w": w, "y": y}
+        bufs = {}
+        try:
+            for name, shape in shapes.items():
+                if name == out_name:
+                    bufs[name] = dev.alloc(4 * int(np.prod(shape)))
+                else:
+                    bufs[name] = dev.upload(np.ascontiguousarray(given[name], dtype=np.float32))
+            self.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
+                     workspace_limit=workspace_limit, solver=solver)
+            return dev.download(bufs[out_name], shapes[out_name])
+        finally:
+            for b in bufs.values():
+                if b is not None:
+                    b.release()
+
+
+_default_handle: Handle | None = None
+_default_lock = threading.Lock()
+
+
+def get_handle(device: Device | str | None = None) -> Handle:
+    """The default handle (created on first use), or a new one for another ``device``."""
+    global _default_handle
+    with _default_lock:
+        if device is None:
+            if _default_handle is None:
+                _default_handle = Handle()
+            return _default_handle
+        if (_default_handle is not None and isinstance(device, Device)
+                and device is _default_handle.device):
+            return _default_handle
+        return Handle(device)

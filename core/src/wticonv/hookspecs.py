@@ -1,0 +1,173 @@
+"""Hook specifications: the contract between the wticonv core and its solver plugins.
+
+A *solver* is an object with a ``solver_id`` attribute (``"<plugin>.<variant>"``, lowercase)
+and the five hooks below, each marked with :data:`hookimpl`. The core registers every
+solver as its own pluggy plugin, named by its solver id, and always calls a hook for one
+solver at a time, so every answer is tied to the solver that gave it. All five hooks are
+``firstresult`` hooks: the call returns the solver's value, not a list.
+
+Order of calls for one problem (immediate mode)::
+
+    is_applicable -> (if applicable) is_dynamic, workspace_size, get_wti -> rank -> run
+
+``is_applicable``, ``is_dynamic``, ``get_wti`` and ``workspace_size`` are *queries*: they
+are called for every installed solver whenever a new problem is ranked, so they must be
+fast (microseconds), deterministic and free of side effects: no kernel builds, no device
+allocations, no kernel launches. Only ``run`` touches the device.
+
+Non-solver plugins (tracing, verification) may register ``hookwrapper`` implementations of
+``run``; they are called around every solver's ``run``.
+
+Units: sizes in bytes, WTI as a fraction of the device's peak FP32 rate (see
+:func:`get_wti`), times in milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .device import Device
+    from .problem import ConvProblem
+    from .tensors import ConvTensors
+
+__all__ = ["hookspec", "hookimpl", "Decline", "SolverSpec", "HOOK_NAMES", "WTI_UNKNOWN"]
+
+#: The pluggy project name of wticonv's hooks.
+PROJECT_NAME = "wticonv"
+
+#: Marks a hook specification (used by the core only).
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+
+#: Marks a solver's hook implementation: ``@hookimpl def get_wti(self, problem, device): ...``
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+#: The WTI a solver returns when it cannot predict its efficiency (MIOpen's convention).
+WTI_UNKNOWN = -2.0
+
+#: Every hook a solver must implement.
+HOOK_NAMES = ("is_applicable", "is_dynamic", "get_wti", "workspace_size", "run")
+
+
+class Decline:
+    """A falsy answer of ``is_applicable`` that carries the reason.
+
+    Return ``Decline("only 3x3 filters")`` instead of ``False`` so that ``wticonv explain``
+    and the "no solver applies" error can say why the solver declined.
+
+    Parameters
+    ----------
+    reason : str
+        One short sentence, lowercase, no final period, e.g. ``"stride 2 is not supported"``.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = str(reason)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"Decline({self.reason!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Decline) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(("Decline", self.reason))
+
+
+class SolverSpec:
+    """The hook specifications. Plugin authors implement these; they never call them."""
+
+    @hookspec(firstresult=True)
+    def is_applicable(self, problem: ConvProblem, device: Device) -> bool | Decline:
+        """Can this solver compute ``problem`` on ``device``?
+
+        **When called:** first, for every installed solver, whenever a problem is ranked
+        (immediate mode), forced (``solver=``) or explained.
+
+        **Arguments:** ``problem`` is a valid :class:`~wticonv.ConvProblem` (its fields are
+        already checked); ``device`` is the :class:`~wticonv.Device` it would run on (read
+        ``device.info`` for limits such as local memory).
+
+        **Returns:** ``True`` when the solver computes this problem correctly, else a
+        :class:`Decline` with the reason (plain ``False`` is accepted but reports "no reason
+        given").
+
+        **Must not:** build kernels, allocate or touch device memory, or take more than a
+        few microseconds. It must not raise for a valid problem; a solver that raises is set
+        aside for that problem with a warning.
+        """
+
+    @hookspec(firstresult=True)
+    def is_dynamic(self) -> bool:
+        """Does this solver's compiled code serve every batch and picture size?
+
+        **When called:** once per ranking, for applicable solvers.
+
+        **Returns:** ``True`` when N, H, W and the output size are run-time kernel arguments,
+        so that one compiled program serves every batch size and picture size (a *dynamic*
+        solver, eligible for the immediate-mode fallback); ``False`` when kernels are
+        compiled per shape (such solvers run only when forced, or in find mode).
+
+        **Must not:** depend on anything but the solver itself.
+        """
+
+    @hookspec(firstresult=True)
+    def get_wti(self, problem: ConvProblem, device: Device) -> float:
+        """Predicted Wall-Time Index of this solver on ``problem``.
+
+        **When called:** during ranking, only if ``is_applicable`` returned true.
+
+        **Returns:** the predicted fraction of ``device.peak_flops`` (FP32 FLOP/s) that the
+        solver reaches, counted as if the direct algorithm ran (``problem.flops``): the
+        predicted time in seconds is ``problem.flops / (device.peak_flops * wti)``. 1.0 means
+        100 % utilisation; algorithms that do fewer multiplications than the direct one
+        (Winograd, FFT) may return more than 1.0. Return ``-2.0`` (:data:`WTI_UNKNOWN`)
+        when the solver cannot tell; such solvers are not chosen by the fallback.
+
+        **Must not:** return NaN, infinity or a negative value other than -2.0; run or
+        build anything. Document the model and the source of its constants.
+        """
+
+    @hookspec(firstresult=True)
+    def workspace_size(self, problem: ConvProblem, device: Device) -> int:
+        """Scratch device memory this solver needs for ``problem``, in bytes.
+
+        **When called:** during ranking (candidates must fit the caller's workspace limit)
+        and before ``run``, which receives a buffer of at least this size.
+
+        **Returns:** an exact, non-negative integer number of bytes; 0 when no workspace is
+        needed.
+        """
+
+    @hookspec(firstresult=True)
+    def run(self, problem: ConvProblem, device: Device, tensors: ConvTensors,
+            workspace: Any) -> None:
+        """Compute ``problem`` on ``device``.
+
+        **When called:** after the solver was chosen (or forced), with device buffers
+        allocated by the core.
+
+        **Arguments:** ``tensors`` is a :class:`~wticonv.ConvTensors` of ``pyopencl.Buffer``
+        objects named as MIOpen names them: ``x`` (N x C x H x W), ``w`` (K x C/groups x R
+        x S) and ``y`` (N x K x Ho x Wo), all packed NCHW float32. For ``fwd`` the solver
+        reads x and w and writes y; for ``bwd`` it reads y (dy) and w and writes x (dx);
+        for ``wrw`` it reads x and y (dy) and writes w (dw). The output holds arbitrary
+        values on entry and must be fully overwritten. ``workspace`` is a
+        ``pyopencl.Buffer`` of at least ``workspace_size`` bytes, or ``None`` when that is 0.
+
+        **Returns:** ``None``. Kernels are enqueued on ``device.queue`` (through
+        ``device.enqueue_kernel`` so that their time is measured); the call may return
+        before they finish.
+
+        **Must not:** write outside the output tensor and the workspace, modify the inputs,
+        build programs per problem size (use ``device.build`` with size-independent
+        sources and options, and pass sizes as kernel arguments), or block on the queue
+        unless it must.
+        """

@@ -1,0 +1,256 @@
+"""Solver plugins: discovery through entry points, validation, quarantine, and hook calls.
+
+Discovery: every entry point of the group ``wticonv.solvers`` (read with
+``importlib-metadata``) names either a solver object (one with a ``solver_id``) or a
+module/object with a ``SOLVERS`` list of them. Each entry point is loaded on its own; one
+that fails to import or to validate is *quarantined* with its reason and never stops the
+others. ``wticonv solvers`` lists both.
+
+Environment:
+
+- ``WTICONV_LOAD_PLUGINS``: comma-separated distribution names; only their entry points
+  load. Set but empty: no plugin loads.
+- ``WTICONV_DISABLE_SOLVERS``: comma-separated solver ids that stay registered but are
+  never selected (``explain`` says "disabled").
+- ``WTICONV_TRACE=1``: print every hook call (solver, arguments, result, time) to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import importlib_metadata
+import pluggy
+
+from . import hookspecs
+from .errors import PluginError, SolverNotFoundError
+
+__all__ = ["SolverRegistry", "SolverEntry", "Quarantined", "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "wticonv.solvers"
+_ID_RE = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class SolverEntry:
+    """A registered solver.
+
+    Attributes
+    ----------
+    solver_id : str
+    distribution, version : str
+        The distribution that ships it and its version ("" when registered by hand).
+    entry_point : str
+        ``name = value`` of the entry point ("" when registered by hand).
+    obj : object
+        The solver object (the pluggy plugin).
+    """
+
+    solver_id: str
+    distribution: str
+    version: str
+    entry_point: str
+    obj: Any = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """An entry point (or solver object) that was refused, and why."""
+
+    entry_point: str
+    distribution: str
+    version: str
+    reason: str
+
+
+def _env_list(name: str) -> list[str] | None:
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _norm_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class SolverRegistry:
+    """The installed solvers, as pluggy plugins of project ``wticonv``.
+
+    Parameters
+    ----------
+    load_entry_points : bool
+        Discover plugins through entry points (honouring ``WTICONV_LOAD_PLUGINS``).
+    disabled : iterable of str, optional
+        Solver ids never selected; ``WTICONV_DISABLE_SOLVERS`` when omitted.
+    trace : bool, optional
+        Print hook calls to stderr; ``WTICONV_TRACE`` when omitted.
+    """
+
+    def __init__(self, load_entry_points: bool = True, disabled: Iterable[str] | None = None,
+                 trace: bool | None = None) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs.SolverSpec)
+        self.solvers: dict[str, SolverEntry] = {}
+        self.quarantined: list[Quarantined] = []
+        self.disabled: set[str] = set(disabled if disabled is not None
+                                      else (_env_list("WTICONV_DISABLE_SOLVERS") or []))
+        self._callers: dict[tuple[str, str], Any] = {}
+        if trace is None:
+            trace = os.environ.get("WTICONV_TRACE", "").lower() not in ("", "0", "false", "no")
+        if trace:
+            self.enable_tracing()
+        if load_entry_points:
+            self.load_entry_points()
+
+    # -------------------------------------------------------------------- discovery
+    def load_entry_points(self) -> None:
+        """Load every ``wticonv.solvers`` entry point (see module docstring)."""
+        only = _env_list("WTICONV_LOAD_PLUGINS")
+        only_set = {_norm_dist(n) for n in only} if only is not None else None
+        seen = set()
+        for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
+            version = ep.dist.version if ep.dist is not None else ""
+            if (dist, ep.name, ep.value) in seen:  # the same dist seen twice on sys.path
+                continue
+            seen.add((dist, ep.name, ep.value))
+            if only_set is not None and _norm_dist(dist) not in only_set:
+                continue
+            label = f"{ep.name} = {ep.value}"
+            try:
+                loaded = ep.load()
+            except BaseException as e:  # noqa: BLE001 - a broken plugin must never be fatal
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                self.quarantined.append(Quarantined(
+                    label, dist, version, f"failed to import: {type(e).__name__}: {e}"))
+                continue
+            objs = self._solver_objects(loaded)
+            if isinstance(objs, str):
+                self.quarantined.append(Quarantined(label, dist, version, objs))
+                continue
+            for obj in objs:
+                try:
+                    self.register(obj, distribution=dist, version=version, entry_point=label)
+                except PluginError as e:
+                    self.quarantined.append(Quarantined(label, dist, version, str(e)))
+
+    @staticmethod
+    def _solver_objects(loaded: Any) -> list[Any] | str:
+        if hasattr(loaded, "solver_id"):
+            return [loaded]
+        solvers = getattr(loaded, "SOLVERS", None)
+        if isinstance(solvers, (list, tuple)) and solvers:
+            return list(solvers)
+        return (f"the entry point names {type(loaded).__name__} {loaded!r:.60}, which is neither "
+                "a solver (no 'solver_id' attribute) nor a module with a SOLVERS list")
+
+    def register(self, obj: Any, distribution: str = "", version: str = "",
+                 entry_point: str = "") -> SolverEntry:
+        """Validate ``obj`` as a solver and register it as the pluggy plugin ``solver_id``.
+
+        Raises
+        ------
+        PluginError
+            If the id is missing, malformed or taken, a hook is missing, a hook does not
+            match its specification, or a hook is not a specified one.
+        """
+        sid = getattr(obj, "solver_id", None)
+        if not isinstance(sid, str) or not _ID_RE.match(sid):
+            raise PluginError(
+                f"solver_id {sid!r} is invalid: use '<plugin>.<variant>', lowercase letters, "
+                "digits and underscores, e.g. 'direct.naive'")
+        if sid in self.solvers:
+            other = self.solvers[sid]
+            raise PluginError(f"solver id {sid!r} is already registered by "
+                              f"{other.distribution or 'another solver'}")
+        missing = [h for h in hookspecs.HOOK_NAMES
+                   if self.pm.parse_hookimpl_opts(obj, h) is None]
+        if missing:
+            raise PluginError(
+                f"solver {sid!r} does not implement the hook(s) {', '.join(missing)} "
+                "(each must be a method marked with @wticonv.hookimpl)")
+        try:
+            self.pm.register(obj, name=sid)
+        except (pluggy.PluginValidationError, ValueError) as e:
+            raise PluginError(f"solver {sid!r} does not match the hook specifications: {e}"
+                              ) from None
+        unknown = [caller.name for caller in self.pm.get_hookcallers(obj) or []
+                   if caller.name not in hookspecs.HOOK_NAMES]
+        if unknown:
+            self.pm.unregister(obj)
+            raise PluginError(f"solver {sid!r} implements unknown hook(s) {', '.join(unknown)}; "
+                              f"the hooks are {', '.join(hookspecs.HOOK_NAMES)}")
+        entry = SolverEntry(sid, distribution, version, entry_point, obj)
+        self.solvers[sid] = entry
+        self._callers.clear()
+        return entry
+
+    def unregister(self, solver_id: str) -> None:
+        """Remove a solver (tests and interactive use)."""
+        entry = self.solvers.pop(solver_id)
+        self.pm.unregister(entry.obj)
+        self._callers = {k: v for k, v in self._callers.items() if k[0] != solver_id}
+
+    # ------------------------------------------------------------------- hook calls
+    def ids(self) -> list[str]:
+        """Registered solver ids, sorted."""
+        return sorted(self.solvers)
+
+    def get(self, solver_id: str) -> SolverEntry:
+        """The entry of ``solver_id``; :class:`SolverNotFoundError` listing the ids if absent."""
+        try:
+            return self.solvers[solver_id]
+        except KeyError:
+            known = ", ".join(self.ids()) or "none (is a solver plugin installed?)"
+            raise SolverNotFoundError(
+                f"no solver {solver_id!r} is installed; installed solvers: {known}") from None
+
+    def call(self, solver_id: str, hook: str, **kwargs: Any) -> Any:
+        """Call ``hook`` of one solver (plus any non-solver wrappers) and return its answer."""
+        caller = self._callers.get((solver_id, hook))
+        if caller is None:
+            self.get(solver_id)
+            others = [e.obj for sid, e in self.solvers.items() if sid != solver_id]
+            caller = self.pm.subset_hook_caller(hook, remove_plugins=others)
+            self._callers[(solver_id, hook)] = caller
+        return caller(**kwargs)
+
+    def register_wrapper(self, plugin: Any, name: str | None = None) -> None:
+        """Register a non-solver plugin (e.g. a ``run`` hookwrapper for tracing)."""
+        self.pm.register(plugin, name=name)
+        self._callers.clear()
+
+    # ---------------------------------------------------------------------- tracing
+    def enable_tracing(self, stream=None) -> None:
+        """Print every hook call with its solver, arguments, result and time."""
+        out = stream if stream is not None else sys.stderr
+        starts: list[float] = []
+
+        def before(hook_name, hook_impls, kwargs):
+            starts.append(time.perf_counter())
+
+        def after(outcome, hook_name, hook_impls, kwargs):
+            dt = (time.perf_counter() - starts.pop()) * 1e6
+            who = ",".join(i.plugin_name for i in hook_impls) or "-"
+            args = " ".join(f"{k}={_short(v)}" for k, v in kwargs.items() if k != "device")
+            exc = outcome.exception
+            res = f"raised {type(exc).__name__}: {exc}" if exc else _short(outcome.get_result())
+            print(f"wticonv trace: {who}.{hook_name}({args}) -> {res} [{dt:.0f} us]", file=out)
+
+        self.pm.add_hookcall_monitoring(before, after)
+
+
+def _short(v: Any) -> str:
+    key = getattr(v, "key", None)
+    if isinstance(key, str):
+        return key
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."

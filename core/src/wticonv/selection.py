@@ -1,0 +1,221 @@
+"""Immediate-mode selection: rank the installed solvers without running anything.
+
+Candidates are the solvers that are applicable, dynamic, report a WTI >= 0 and need no
+more workspace than the caller allows. They are ordered by WTI (descending), then
+workspace (ascending), then solver id, and the first one runs. This is MIOpen's
+"Immediate Mode fallback" (MIOpen documentation, *Find and Immediate Mode*), with the
+solver id as a final, deterministic tie-break.
+
+Every selection explains itself: one :class:`Verdict` per installed solver.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from .errors import (NoApplicableSolverError, SolverNotApplicableError, SolverWarning)
+from .hookspecs import WTI_UNKNOWN, Decline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .device import Device
+    from .plugins import SolverRegistry
+    from .problem import ConvProblem
+
+__all__ = ["Verdict", "Selection", "select"]
+
+
+@dataclass
+class Verdict:
+    """What one solver said about one problem.
+
+    Attributes
+    ----------
+    solver_id, distribution : str
+    applicable : bool
+        ``is_applicable`` answered true (and no hook failed).
+    reason : str
+        Why the solver is not a candidate ("" for candidates).
+    dynamic : bool or None
+    wti : float or None
+        The solver's Wall-Time Index (fraction of peak FP32; -2.0 = unknown).
+    workspace : int or None
+        Bytes.
+    predicted_ms : float or None
+        ``problem.flops / (device.peak_flops * wti)`` in ms, when WTI > 0.
+    wti_source : str
+        Where the WTI came from: ``"model"`` (the solver's ``get_wti``).
+    rank : int or None
+        1-based position among the candidates.
+    chosen : bool
+    """
+
+    solver_id: str
+    distribution: str = ""
+    applicable: bool = False
+    reason: str = ""
+    dynamic: bool | None = None
+    wti: float | None = None
+    workspace: int | None = None
+    predicted_ms: float | None = None
+    wti_source: str = ""
+    rank: int | None = None
+    chosen: bool = False
+
+    @property
+    def candidate(self) -> bool:
+        """True when the solver may be chosen by the fallback."""
+        return self.rank is not None
+
+
+@dataclass
+class Selection:
+    """The outcome of ranking one problem: the choice and every solver's verdict.
+
+    Attributes
+    ----------
+    problem : ConvProblem
+    verdicts : list[Verdict]
+        Candidates first, in rank order, then the other solvers by id.
+    chosen : Verdict or None
+    mode : str
+        ``"immediate"`` (WTI fallback) or ``"forced"`` (``solver=`` / ``-S``).
+    workspace_limit : int or None
+        Bytes; None means no limit.
+    """
+
+    problem: ConvProblem
+    verdicts: list[Verdict]
+    chosen: Verdict | None
+    mode: str = "immediate"
+    workspace_limit: int | None = None
+    candidates: list[Verdict] = field(default_factory=list)
+
+    @property
+    def solver_id(self) -> str | None:
+        """Id of the chosen solver."""
+        return self.chosen.solver_id if self.chosen else None
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description (``wticonv explain --json``)."""
+        return {
+            "problem": self.problem.key,
+            "direction": self.problem.direction,
+            "flops": self.problem.flops,
+            "mode": self.mode,
+            "workspace_limit": self.workspace_limit,
+            "chosen": self.solver_id,
+            "solvers": [asdict(v) for v in self.verdicts],
+        }
+
+
+def _warn(sid: str, problem: ConvProblem, what: str) -> None:
+    warnings.warn(f"wticonv: solver {sid!r} {what} for problem {problem.key}; it is set aside "
+                  "for this problem", SolverWarning, stacklevel=4)
+
+
+def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: Device,
+              workspace_limit: int | None, forced: bool) -> Verdict:
+    entry = registry.solvers[sid]
+    v = Verdict(solver_id=sid, distribution=entry.distribution)
+    if sid in registry.disabled and not forced:
+        v.reason = "disabled (WTICONV_DISABLE_SOLVERS)"
+        return v
+    hook = "is_applicable"
+    try:
+        ok = registry.call(sid, hook, problem=problem, device=device)
+        if not ok:
+            v.reason = (ok.reason if isinstance(ok, Decline) else "declined (no reason given)")
+            return v
+        hook = "is_dynamic"
+        v.dynamic = bool(registry.call(sid, hook))
+        hook = "workspace_size"
+        ws = registry.call(sid, hook, problem=problem, device=device)
+        if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
+            raise ValueError(f"workspace_size returned {ws!r}, not a non-negative int (bytes)")
+        v.workspace = int(ws)
+        hook = "get_wti"
+        wti = registry.call(sid, hook, problem=problem, device=device)
+        if isinstance(wti, bool) or not isinstance(wti, (int, float)) or not math.isfinite(wti) \
+                or (wti < 0 and wti != WTI_UNKNOWN):
+            raise ValueError(f"get_wti returned {wti!r}, not a finite WTI >= 0 or -2.0")
+        v.wti = float(wti)
+        v.wti_source = "model"
+    except Exception as e:  # noqa: BLE001 - a misbehaving solver never stops selection
+        _warn(sid, problem, f"failed in {hook}: {type(e).__name__}: {e}")
+        v.reason = f"{hook} failed: {type(e).__name__}: {e}"
+        v.dynamic = v.workspace = v.wti = None
+        return v
+    v.applicable = True
+    if v.wti > 0:
+        v.predicted_ms = problem.flops / (device.peak_flops * v.wti) * 1e3
+    if forced:
+        return v
+    if not v.dynamic:
+        v.reason = "not dynamic: runs only when forced"
+    elif v.wti < 0:
+        v.reason = "WTI unknown (-2.0)"
+    elif workspace_limit is not None and v.workspace > workspace_limit:
+        v.reason = (f"needs {v.workspace} bytes of workspace, over the limit of "
+                    f"{workspace_limit}")
+    return v
+
+
+def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
+           workspace_limit: int | None = None, solver: str | None = None) -> Selection:
+    """Rank every installed solver for ``problem`` on ``device`` and choose one.
+
+    Parameters
+    ----------
+    workspace_limit : int, optional
+        Most workspace the caller can give, in bytes (None: no limit).
+    solver : str, optional
+        Force this solver id: it must be applicable and fit the limit, but need not be
+        dynamic or have a known WTI.
+
+    Raises
+    ------
+    SolverNotFoundError
+        If ``solver`` names no installed solver.
+    SolverNotApplicableError
+        If the forced solver declines, fails, or needs more workspace than allowed.
+    NoApplicableSolverError
+        If no solver is a candidate; the message lists every solver and its reason.
+    """
+    if workspace_limit is not None and (isinstance(workspace_limit, bool)
+                                        or not isinstance(workspace_limit, int)
+                                        or workspace_limit < 0):
+        raise ValueError(f"workspace_limit={workspace_limit!r} must be a non-negative "
+                         "integer number of bytes, or None for no limit")
+    if solver is not None:
+        registry.get(solver)
+    verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver)
+                for sid in registry.ids()]
+    if solver is not None:
+        v = next(v for v in verdicts if v.solver_id == solver)
+        if not v.applicable:
+            raise SolverNotApplicableError(
+                f"solver {solver!r} cannot run problem {problem.key}: {v.reason}")
+        if workspace_limit is not None and v.workspace > workspace_limit:
+            raise SolverNotApplicableError(
+                f"solver {solver!r} needs {v.workspace} bytes of workspace for problem "
+                f"{problem.key}, over the limit of {workspace_limit}; raise the limit")
+        v.chosen = True
+        v.rank = 1
+        others = [o for o in verdicts if o is not v]
+        return Selection(problem, [v] + others, v, "forced", workspace_limit, [v])
+    candidates = [v for v in verdicts if v.applicable and not v.reason]
+    candidates.sort(key=lambda v: (-v.wti, v.workspace, v.solver_id))
+    for i, v in enumerate(candidates, 1):
+        v.rank = i
+    if not candidates:
+        lines = "\n".join(f"  {v.solver_id}: {v.reason}" for v in verdicts) or \
+            "  (no solver is installed: install wticonv-direct, or check WTICONV_LOAD_PLUGINS)"
+        raise NoApplicableSolverError(
+            f"no solver can run problem {problem.key} ({problem.describe()}):\n{lines}")
+    candidates[0].chosen = True
+    rest = sorted((v for v in verdicts if not v.candidate), key=lambda v: v.solver_id)
+    return Selection(problem, candidates + rest, candidates[0], "immediate", workspace_limit,
+                     candidates)

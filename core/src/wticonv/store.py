@@ -1,0 +1,202 @@
+"""Persistent state: one SQLite database under the user cache directory.
+
+Location: ``$WTICONV_CACHE_DIR/wticonv.sqlite`` when the variable is set, else
+``platformdirs.user_cache_dir("wticonv")/wticonv.sqlite`` (``~/.cache/wticonv`` on Linux).
+Deleting the file (or ``wticonv cache --clear``) resets everything; nothing in it is
+precious, everything can be measured or compiled again.
+
+Tables (keyed by device key = platform | device name | driver version):
+
+- ``device_figures``: measured peak FP32 FLOP/s and memory bandwidth per device.
+- ``device_unusable``: devices whose driver failed to build the measuring kernels, and why
+  (so that device selection does not retry them on every start).
+- ``program_binaries``: compiled OpenCL program binaries per (device, source + options digest).
+
+Writes are single transactions in WAL mode with a busy timeout, so several processes may
+share the file; a database that cannot be opened (corrupt, not SQLite) is moved aside to
+``wticonv.sqlite.corrupt-<time>`` with a warning and a fresh one is created.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import platformdirs
+
+__all__ = ["Store", "default_cache_dir"]
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS device_figures (
+    device_key TEXT PRIMARY KEY,
+    peak_flops REAL NOT NULL,
+    bandwidth REAL NOT NULL,
+    measured_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS device_unusable (
+    device_key TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    noted_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS program_binaries (
+    device_key TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    binary BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (device_key, digest)
+);
+"""
+
+
+def default_cache_dir() -> Path:
+    """``$WTICONV_CACHE_DIR`` if set, else the platform's user cache directory for wticonv."""
+    env = os.environ.get("WTICONV_CACHE_DIR")
+    return Path(env) if env else Path(platformdirs.user_cache_dir("wticonv"))
+
+
+class Store:
+    """The SQLite database of one cache directory (thread-safe: one connection per thread).
+
+    Parameters
+    ----------
+    cache_dir : path-like, optional
+        Directory of the database; :func:`default_cache_dir` when omitted. Created if
+        missing.
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.path = self.cache_dir / "wticonv.sqlite"
+        self._local = threading.local()
+        self._init_lock = threading.Lock()
+        self._initialised = False
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with self._init_lock:
+            conn = self._open_checked()
+        self._local.conn = conn
+        return conn
+
+    def _open_checked(self) -> sqlite3.Connection:
+        try:
+            conn = self._open()
+            if not self._initialised:
+                with conn:
+                    conn.executescript(_SCHEMA)
+                    conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                                 (str(SCHEMA_VERSION),))
+                self._initialised = True
+            return conn
+        except sqlite3.DatabaseError as e:
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            warnings.warn(f"wticonv: the cache database {self.path} cannot be read ({e}); "
+                          f"moved it to {aside} and started a new one", stacklevel=3)
+            for suffix in ("", "-wal", "-shm"):
+                p = Path(str(self.path) + suffix)
+                if p.exists():
+                    os.replace(p, Path(str(aside) + suffix))
+            conn = self._open()
+            with conn:
+                conn.executescript(_SCHEMA)
+            self._initialised = True
+            return conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+
+    def _write(self, sql: str, params: tuple) -> None:
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(sql, params)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # --------------------------------------------------------------- device figures
+    def get_device_figures(self, device_key: str) -> tuple[float, float] | None:
+        """Measured ``(peak_flops, bandwidth)`` of a device, in FLOP/s and bytes/s, or None."""
+        row = self._connect().execute(
+            "SELECT peak_flops, bandwidth FROM device_figures WHERE device_key = ?",
+            (device_key,)).fetchone()
+        if row is None or not (row[0] > 0 and row[1] > 0):
+            return None
+        return float(row[0]), float(row[1])
+
+    def put_device_figures(self, device_key: str, peak_flops: float, bandwidth: float) -> None:
+        """Record a device's measured figures (FLOP/s, bytes/s), replacing older ones."""
+        self._write("INSERT OR REPLACE INTO device_figures VALUES (?, ?, ?, ?)",
+                    (device_key, float(peak_flops), float(bandwidth), time.time()))
+
+    def get_device_unusable(self, device_key: str) -> str | None:
+        """Why a device cannot be used (its driver failed to build kernels), or None."""
+        row = self._connect().execute(
+            "SELECT reason FROM device_unusable WHERE device_key = ?", (device_key,)).fetchone()
+        return row[0] if row else None
+
+    def put_device_unusable(self, device_key: str, reason: str) -> None:
+        """Record that a device's driver cannot build kernels."""
+        self._write("INSERT OR REPLACE INTO device_unusable VALUES (?, ?, ?)",
+                    (device_key, reason, time.time()))
+
+    # --------------------------------------------------------------- program binaries
+    def get_program_binary(self, device_key: str, digest: str) -> bytes | None:
+        """The stored binary of a program, or None."""
+        row = self._connect().execute(
+            "SELECT binary FROM program_binaries WHERE device_key = ? AND digest = ?",
+            (device_key, digest)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def put_program_binary(self, device_key: str, digest: str, binary: bytes) -> None:
+        """Store a program binary."""
+        self._write("INSERT OR REPLACE INTO program_binaries VALUES (?, ?, ?, ?)",
+                    (device_key, digest, sqlite3.Binary(binary), time.time()))
+
+    def delete_program_binary(self, device_key: str, digest: str) -> None:
+        """Forget a program binary (used when a stored binary no longer loads)."""
+        self._write("DELETE FROM program_binaries WHERE device_key = ? AND digest = ?",
+                    (device_key, digest))
+
+    def summary(self) -> dict[str, int]:
+        """Row counts per table, for ``wticonv cache``."""
+        conn = self._connect()
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("device_figures", "device_unusable", "program_binaries")}
+
+    def clear(self) -> None:
+        """Delete every record (the file stays)."""
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM device_figures")
+            conn.execute("DELETE FROM device_unusable")
+            conn.execute("DELETE FROM program_binaries")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -1,0 +1,111 @@
+"""The wticonv command: every subcommand, JSON output, and how bad arguments fail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from wticonv.cli import main
+
+KEY = "8-9-9-3x3-4-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-F"
+FLAGS = "-n 2 -c 8 -H 9 -W 9 -k 4 -y 3 -x 3 -p 1 -q 1".split()
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_solvers_json_lists_naive(capsys):
+    rc, out, _ = run(capsys, "solvers", "--json")
+    data = json.loads(out)
+    naive = next(s for s in data["solvers"] if s["solver"] == "direct.naive")
+    assert rc == 0 and naive["distribution"] == "wticonv-direct" and naive["dynamic"] is True
+    assert data["quarantined"] == []
+
+
+def test_solvers_table(capsys):
+    rc, out, _ = run(capsys, "solvers")
+    assert rc == 0 and "direct.naive" in out and "wticonv-direct" in out
+
+
+def test_devices(capsys):
+    rc, out, _ = run(capsys, "devices", "--json")
+    rows = json.loads(out)
+    assert rc == 0 and rows and {"index", "name", "peak_gflops", "unusable"} <= set(rows[0])
+
+
+def test_explain_key_json(capsys):
+    rc, out, _ = run(capsys, "explain", KEY, "--json")
+    sel = json.loads(out)["selections"][0]
+    assert rc == 0 and sel["problem"] == KEY and sel["chosen"] == "direct.naive"
+    v = sel["solvers"][0]
+    assert v["wti"] == 0.01 and v["workspace"] == 0 and v["predicted_ms"] > 0
+
+
+def test_explain_flags_all_directions_table(capsys):
+    rc, out, _ = run(capsys, "explain", *FLAGS)
+    assert rc == 0
+    assert KEY in out and "4-9-9-3x3-8-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-B" in out
+    assert out.count("CHOSEN") == 3
+
+
+def test_conv_verifies_each_direction(capsys):
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-i", "2", "-t", "1")
+    assert rc == 0
+    for line in ("Forward Convolution Verifies OK", "Backward Convolution Data Verifies OK",
+                 "Backward Convolution Weights Verifies OK"):
+        assert line in out
+    assert "Forward Conv. Algorithm: direct.naive" in out
+    assert "GPU Kernel Time Forward Conv. Elapsed:" in out and "GFLOP/s" in out
+
+
+def test_conv_json_and_bias(capsys):
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-b", "1", "-i", "1", "--json")
+    res = json.loads(out)["results"]
+    assert rc == 0 and len(res) == 1 and res[0]["ok"] and res[0]["error"] < 1e-5
+    assert res[0]["kernel_ms"] > 0 and res[0]["solver"] == "direct.naive"
+
+
+def test_cache_command(capsys):
+    rc, out, _ = run(capsys, "cache", "--json")
+    info = json.loads(out)
+    assert rc == 0 and info["path"].endswith("wticonv.sqlite")
+    assert info["tables"]["device_figures"] >= 1
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["conv", "-n", "2", "--frobnicate", "1"], "unknown argument(s) --frobnicate 1"),
+    (["conv", "-n", "x"], "'x' is not an integer"),
+    (["conv", "-g", "2"], "groups=2 must divide c=3"),
+    (["conv", "-S", "nope.nope", "-n", "1"], "no solver 'nope.nope' is installed"),
+    (["explain", "1-2-3"], "cannot parse find-db key"),
+    (["explain"], "explain needs a problem"),
+    (["bench", "alexnet"], "network 'alexnet' is neither a built-in"),
+    (["bench", "resnet50", "--directions", "up"], "direction='up' is unknown"),
+    (["bench", "resnet50", "-n", "0"], "0 is not in the range x>=1"),
+    (["bench", "resnet50", "--device", "7:7"], "no OpenCL device 7:7"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_bad_arguments_one_line_exit_2(capsys, argv, fragment):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wticonv: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in err and out == ""
+
+
+def test_console_script_exit_status_and_no_traceback():
+    bad = subprocess.run([sys.executable, "-m", "wticonv", "conv", "-k", "0"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("wticonv: error: bad conv arguments: invalid problem: "
+                                  "k=0 must be a positive integer (>= 1)")
+    ok = subprocess.run([sys.executable, "-m", "wticonv", "--version"], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and "wticonv" in ok.stdout

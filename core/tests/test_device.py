@@ -1,0 +1,71 @@
+"""Device discovery, selection and measured figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from wticonv import Device, DeviceError, list_devices, select_device
+from wticonv.store import Store
+
+
+def test_list_devices_reports_the_basics():
+    devices = list_devices()
+    assert devices
+    for info, _ in devices:
+        assert info.name and info.platform and info.driver_version
+        assert info.kind in ("cpu", "gpu", "accelerator", "other")
+        assert info.compute_units >= 1 and info.global_mem_bytes > 0
+        assert info.key == f"{info.platform}|{info.name}|{info.driver_version}"
+
+
+def test_default_device_is_a_gpu_if_any_else_a_cpu(handle):
+    kinds = {i.kind for i, _ in list_devices()}
+    assert handle.device.kind == ("gpu" if "gpu" in kinds else "cpu")
+
+
+def test_select_by_kind_and_index(monkeypatch):
+    cpu = select_device("cpu")
+    assert cpu.kind == "cpu"
+    again = select_device(cpu.info.index)
+    assert again.info == cpu.info
+    monkeypatch.setenv("WTICONV_DEVICE", cpu.info.index)
+    assert select_device().info == cpu.info
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ("tpu", "device 'tpu' is not understood"),
+    ("9:9", "no OpenCL device 9:9"),
+])
+def test_bad_device_specs_list_what_exists(spec, fragment):
+    with pytest.raises(DeviceError) as e:
+        select_device(spec)
+    assert fragment in str(e.value) and "devices present:" in str(e.value)
+
+
+def test_gpu_request_without_gpu_is_a_clear_error():
+    if any(i.kind == "gpu" for i, _ in list_devices()):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(DeviceError, match="no OpenCL GPU device found"):
+        select_device("gpu")
+
+
+def test_figures_are_measured_once_and_cached(handle, tmp_path):
+    store = Store(tmp_path)
+    dev = Device(handle.device.cl_device, handle.device.info, store)
+    assert not dev.figures_known
+    peak, bw = dev.peak_flops, dev.bandwidth
+    # A CPU of this decade reaches more than 1 GFLOP/s and 1 GB/s; far below any real peak.
+    assert peak > 1e9 and bw > 1e9
+    assert store.get_device_figures(dev.key) == (peak, bw)
+    other = Device(handle.device.cl_device, handle.device.info, store)
+    assert other.figures_known and other.peak_flops == peak
+
+
+def test_unusable_device_is_remembered(handle, tmp_path):
+    store = Store(tmp_path)
+    store.put_device_unusable(handle.device.key, "error: unknown target CPU 'generic'")
+    dev = Device(handle.device.cl_device, handle.device.info, store)
+    from wticonv import KernelBuildError
+
+    with pytest.raises(KernelBuildError, match="unknown target CPU"):
+        dev.peak_flops  # noqa: B018

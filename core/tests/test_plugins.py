@@ -1,0 +1,166 @@
+"""Plugin discovery through real entry points: quarantine, env-var control, tracing.
+
+Each test writes a throw-away distribution (a ``*.dist-info`` folder with
+``entry_points.txt``, plus its modules) into a temporary folder put on ``sys.path``, which
+is exactly what ``pip install`` leaves behind.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import textwrap
+
+import pytest
+
+from wticonv import ConvProblem, PluginError, hookimpl
+from wticonv.plugins import SolverRegistry
+
+GOOD = '''
+from wticonv import hookimpl
+class S:
+    solver_id = "{sid}"
+    @hookimpl
+    def is_applicable(self, problem, device): return True
+    @hookimpl
+    def is_dynamic(self): return True
+    @hookimpl
+    def get_wti(self, problem, device): return 0.5
+    @hookimpl
+    def workspace_size(self, problem, device): return 0
+    @hookimpl
+    def run(self, problem, device, tensors, workspace): pass
+solver = S()
+'''
+
+
+def make_dist(tmp_path, dist: str, modules: dict[str, str], entry_points: dict[str, str]):
+    for name, code in modules.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(code))
+    info = tmp_path / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    eps = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[wticonv.solvers]\n{eps}\n")
+
+
+@pytest.fixture
+def plugins_dir(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in list(sys.modules):
+        if name.startswith("fake_"):
+            del sys.modules[name]
+
+
+def test_broken_plugins_are_quarantined_and_never_stop_the_others(plugins_dir):
+    make_dist(plugins_dir, "fake-plugins", {
+        "fake_good": GOOD.format(sid="fake.good"),
+        "fake_raises": "raise ImportError('libfoo.so not found')\n",
+        "fake_mismatch": GOOD.format(sid="fake.mismatch").replace(
+            "def get_wti(self, problem, device)", "def get_wti(self, problem, device, extra)"),
+        "fake_missing": GOOD.format(sid="fake.missing").replace(
+            "    @hookimpl\n    def run(self, problem, device, tensors, workspace): pass\n", ""),
+        "fake_unknown": GOOD.format(sid="fake.unknown") .replace(
+            "solver = S()", "S.get_speed = hookimpl(lambda self: 1)\nsolver = S()"),
+        "fake_badid": GOOD.format(sid="Not An Id"),
+        "fake_notsolver": "solver = 42\n",
+        "fake_many": GOOD.format(sid="fake.one") + "\nclass T(S):\n    solver_id = 'fake.two'\n"
+                     "SOLVERS = [S(), T()]\n",
+    }, {
+        "good": "fake_good:solver", "raises": "fake_raises:solver",
+        "mismatch": "fake_mismatch:solver", "missing": "fake_missing:solver",
+        "unknown": "fake_unknown:solver", "badid": "fake_badid:solver",
+        "notsolver": "fake_notsolver:solver", "many": "fake_many",
+        "dupe": "fake_good:solver",
+    })
+    reg = SolverRegistry()
+    assert {"fake.good", "fake.one", "fake.two", "direct.naive"} <= set(reg.ids())
+    reasons = {q.entry_point.split(" = ")[0]: q.reason for q in reg.quarantined
+               if q.distribution == "fake-plugins"}
+    assert reasons["raises"] == "failed to import: ImportError: libfoo.so not found"
+    assert "does not match the hook specifications" in reasons["mismatch"]
+    assert "extra" in reasons["mismatch"]
+    assert "does not implement the hook(s) run" in reasons["missing"]
+    assert "implements unknown hook(s) get_speed" in reasons["unknown"]
+    assert "solver_id 'Not An Id' is invalid" in reasons["badid"]
+    assert "neither a solver" in reasons["notsolver"]
+    assert "already registered by fake-plugins" in reasons["dupe"]
+    assert set(reasons) == {"raises", "mismatch", "missing", "unknown", "badid", "notsolver",
+                            "dupe"}
+    entry = reg.get("fake.good")
+    assert (entry.distribution, entry.version) == ("fake-plugins", "1.0")
+
+
+def test_load_plugins_env_selects_distributions(plugins_dir, monkeypatch):
+    make_dist(plugins_dir, "fake-one", {"fake_a": GOOD.format(sid="fake.a")},
+              {"a": "fake_a:solver"})
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "fake_one")
+    assert SolverRegistry().ids() == ["fake.a"]
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-direct, fake-one")
+    assert SolverRegistry().ids() == ["direct.naive", "fake.a"]
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "")
+    assert SolverRegistry().ids() == []
+
+
+def test_disable_solvers_env(monkeypatch):
+    monkeypatch.setenv("WTICONV_DISABLE_SOLVERS", "direct.naive,other.x")
+    reg = SolverRegistry()
+    assert "direct.naive" in reg.ids() and reg.disabled == {"direct.naive", "other.x"}
+
+
+def test_register_by_hand_validates():
+    reg = SolverRegistry(load_entry_points=False)
+
+    class NoHooks:
+        solver_id = "x.nohooks"
+
+    with pytest.raises(PluginError, match="does not implement the hook"):
+        reg.register(NoHooks())
+    assert reg.ids() == []
+
+
+def test_each_solver_answers_for_itself():
+    reg = SolverRegistry(load_entry_points=False)
+    ns: dict = {}
+    exec(GOOD.format(sid="p.a"), ns)
+    a = ns["solver"]
+    exec(GOOD.format(sid="p.b").replace("return 0.5", "return 0.25"), ns)
+    b = ns["solver"]
+    reg.register(a)
+    reg.register(b)
+    p = ConvProblem(1, 3, 8, 8, 4, 3, 3)
+    assert reg.call("p.a", "get_wti", problem=p, device=None) == 0.5
+    assert reg.call("p.b", "get_wti", problem=p, device=None) == 0.25
+
+
+def test_run_wrapper_plugin_sees_every_run():
+    reg = SolverRegistry(load_entry_points=False)
+    ns: dict = {}
+    exec(GOOD.format(sid="p.a"), ns)
+    reg.register(ns["solver"])
+    seen = []
+
+    class Tracer:
+        @hookimpl(wrapper=True)
+        def run(self, problem, device, tensors, workspace):
+            seen.append(problem.key)
+            return (yield)
+
+    reg.register_wrapper(Tracer(), name="tracer")
+    p = ConvProblem(1, 3, 8, 8, 4, 3, 3)
+    reg.call("p.a", "run", problem=p, device=None, tensors=None, workspace=None)
+    assert seen == [p.key]
+
+
+def test_tracing_prints_hook_calls():
+    out = io.StringIO()
+    reg = SolverRegistry(load_entry_points=False, trace=False)
+    ns: dict = {}
+    exec(GOOD.format(sid="p.a"), ns)
+    reg.register(ns["solver"])
+    reg.enable_tracing(out)
+    p = ConvProblem(1, 3, 8, 8, 4, 3, 3)
+    reg.call("p.a", "get_wti", problem=p, device=None)
+    line = out.getvalue().strip()
+    assert line.startswith(f"wticonv trace: p.a.get_wti(problem={p.key}) -> 0.5 [")

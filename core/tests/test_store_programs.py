@@ -1,0 +1,81 @@
+"""The SQLite store and the program cache: persistence, counters, corruption."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from wticonv import Device, KernelBuildError
+from wticonv.programs import ProgramCache
+from wticonv.store import Store
+
+SRC = "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }\n"
+
+
+def test_store_round_trips(tmp_path):
+    s = Store(tmp_path)
+    assert s.get_device_figures("dev") is None
+    s.put_device_figures("dev", 1.5e11, 4e10)
+    s.put_program_binary("dev", "abc", b"\x00\x01binary")
+    s.put_device_unusable("old", "error: unknown target CPU 'generic'")
+    s2 = Store(tmp_path)  # a second opener sees the committed rows
+    assert s2.get_device_figures("dev") == (1.5e11, 4e10)
+    assert s2.get_program_binary("dev", "abc") == b"\x00\x01binary"
+    assert s2.get_device_unusable("old") == "error: unknown target CPU 'generic'"
+    assert s2.summary() == {"device_figures": 1, "device_unusable": 1, "program_binaries": 1}
+    s2.clear()
+    assert s.summary() == {"device_figures": 0, "device_unusable": 0, "program_binaries": 0}
+
+
+def test_corrupt_database_is_moved_aside(tmp_path):
+    (tmp_path / "wticonv.sqlite").write_bytes(b"this is not a database" * 100)
+    with pytest.warns(UserWarning, match="cannot be read"):
+        s = Store(tmp_path)
+        s.put_device_figures("dev", 1.0, 2.0)
+    assert s.get_device_figures("dev") == (1.0, 2.0)
+    aside = [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert len(aside) == 1
+
+
+def test_program_built_once_then_loaded_from_disk(handle, tmp_path):
+    dev = handle.device
+    store = Store(tmp_path)
+    cache = ProgramCache(dev.context, dev.cl_device, dev.key, store)
+    p1 = cache.build(SRC, "-DX=1")
+    p2 = cache.build(SRC, "-DX=1")
+    assert p1 is p2
+    assert (cache.counters.source_builds, cache.counters.memory_hits) == (1, 1)
+    cache.build(SRC, "-DX=2")  # other options: another build
+    assert cache.counters.source_builds == 2
+    fresh = ProgramCache(dev.context, dev.cl_device, dev.key, store)
+    prg = fresh.build(SRC, "-DX=1")
+    assert (fresh.counters.source_builds, fresh.counters.binary_loads) == (0, 1)
+    assert prg.twice is not None  # the loaded binary has the kernel
+
+
+def test_programs_persist_across_processes(handle, tmp_path):
+    script = textwrap.dedent(f"""
+        import wticonv
+        from wticonv.store import Store
+        h = wticonv.get_handle()
+        dev = wticonv.Device(h.device.cl_device, h.device.info, Store({str(tmp_path)!r}))
+        dev.build({SRC!r})
+        c = dev.programs.counters
+        print(c.source_builds, c.binary_loads)
+    """)
+    env = dict(os.environ)
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()[-2:] for _ in range(2)]
+    assert runs == [["1", "0"], ["0", "1"]]
+
+
+def test_build_error_carries_the_log(handle, tmp_path):
+    dev = Device(handle.device.cl_device, handle.device.info, Store(tmp_path))
+    with pytest.raises(KernelBuildError) as e:
+        dev.build("__kernel void broken(__global float *a) { a[0] = undefined_name; }")
+    assert "undefined_name" in str(e.value)
+    assert dev.info.name in str(e.value)

@@ -1,0 +1,6 @@
+"""wticonv-direct: direct-convolution solvers for wticonv.
+
+Solvers: ``direct.naive`` (every valid problem, all directions; the last resort).
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,161 @@
+"""The main job, ``wticonv bench``: real networks, driver files, ONNX models, failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from wticonv.bench import parse_directions, run_bench
+from wticonv.cli import main
+from wticonv.networks import BUILTIN_NETWORKS, load_network
+
+
+@pytest.mark.parametrize("name, distinct, total", [
+    ("resnet50", 23, 53), ("vgg16", 9, 13), ("mobilenetv2", 30, 52), ("inception3", 45, 96)])
+def test_builtin_networks_load(name, distinct, total):
+    net = load_network(name, 4)
+    assert name in BUILTIN_NETWORKS
+    assert len(net.layers) == distinct and net.total_layers == total
+    assert all(layer.problem.n == 4 for layer in net.layers)
+
+
+def test_light_resnet50_onnx_has_the_builtin_layers():
+    onnx = pytest.importorskip("onnx")
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        "light_resnet50.onnx")
+    from_onnx = load_network(path)
+    builtin = load_network("resnet50", 1)
+    assert {layer.problem for layer in from_onnx.layers} == {
+        layer.problem for layer in builtin.layers}
+    assert from_onnx.total_layers == builtin.total_layers == 53
+
+
+def test_resnet50_forward_verified(handle):
+    report = run_bench(handle, load_network("resnet50", 1), ["fwd"], iterations=1)
+    assert len(report.rows) == 23 and not report.failures
+    for row in report.rows:
+        assert row.error is not None and row.error <= row.tolerance
+        assert row.measured_ms > 0 and row.gflops > 0 and row.solver
+    assert report.total_ms() > 0 and report.layers == 23
+
+
+def test_mobilenetv2_all_directions_verified(handle):
+    report = run_bench(handle, load_network("mobilenetv2", 1), parse_directions("all"),
+                       iterations=1)
+    assert len(report.rows) == 30 * 3 and not report.failures
+    assert {r.direction for r in report.rows} == {"fwd", "bwd", "wrw"}
+
+
+def test_bench_driver_file_json(tmp_path, capsys):
+    f = tmp_path / "net.txt"
+    f.write_text("# two identical layers and one strided\n"
+                 "./bin/MIOpenDriver conv -n 2 -c 8 -H 10 -W 10 -k 4 -y 3 -x 3 -p 1 -q 1\n"
+                 "conv -n 2 -c 8 -H 10 -W 10 -k 4 -y 3 -x 3 -p 1 -q 1\n"
+                 "\n"
+                 "conv --batchsize 2 --in_channels 4 --in_h 9 --in_w 9 --out_channels 8 "
+                 "--fil_h 3 --fil_w 3 --conv_stride_h 2 --conv_stride_w 2\n")
+    rc = main(["bench", str(f), "--json", "-i", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["failures"] == 0 and data["layers"] == 2
+    assert [r["count"] for r in data["rows"][::3]] == [2, 1]
+    assert len(data["rows"]) == 6 and data["batch"] == 2
+    assert data["kernel_builds"] >= 0 and data["total_measured_ms"] > 0
+
+
+def test_bench_table_output(tmp_path, capsys):
+    f = tmp_path / "net.txt"
+    f.write_text("conv -n 1 -c 3 -H 12 -W 12 -k 4 -y 5 -x 5 -p 2 -q 2 -l 2 -j 2\n")
+    rc = main(["bench", str(f), "--directions", "fwd,wrw"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "3-12-12-5x5-4-8-8-1-2x2-1x1-2x2-0-NCHW-FP32-F" in out
+    assert "all layers verified" in out and "kernel builds:" in out
+
+
+def test_bench_bad_driver_file_names_the_line(tmp_path, capsys):
+    f = tmp_path / "net.txt"
+    f.write_text("conv -n 1 -c 3\nconv -n 1 -c 3 -g 2\n")
+    rc = main(["bench", str(f)])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{f}:2:" in err and "groups=2 must divide c=3" in err
+
+
+def test_bench_onnx_model_with_asymmetric_and_same_padding(tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 11, 10])
+    y = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+    w1 = helper.make_tensor("w1", TensorProto.FLOAT, [8, 3, 3, 3],
+                            np.zeros(8 * 27, np.float32).tolist())
+    w2 = helper.make_tensor("w2", TensorProto.FLOAT, [8, 1, 3, 3],
+                            np.zeros(72, np.float32).tolist())
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], name="stem", pads=[0, 1, 1, 0],
+                              strides=[2, 2]),
+             helper.make_node("Conv", ["h", "w2"], ["z"], name="dw", auto_pad="SAME_UPPER",
+                              group=8)]
+    graph = helper.make_graph(nodes, "tiny", [x], [y], initializer=[w1, w2])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    net = load_network(str(path))
+    stem, dw = net.layers
+    assert (stem.problem.h, stem.problem.w, stem.problem.pad_h) == (12, 11, 0)
+    assert (dw.problem.groups, dw.problem.pad_h, dw.problem.ho) == (8, 1, stem.problem.ho)
+    assert any("asymmetric padding" in note for note in net.notes)
+    rc = main(["bench", str(path), "-n", "2", "--json", "-i", "1"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["failures"] == 0 and data["batch"] == 2
+
+
+WRONG = '''
+import pyopencl as cl
+import numpy as np
+from wticonv import hookimpl
+
+class Zero:
+    """Claims to apply and writes zeros: a solver that is wrong."""
+    solver_id = "wrong.zero"
+    @hookimpl
+    def is_applicable(self, problem, device): return True
+    @hookimpl
+    def is_dynamic(self): return True
+    @hookimpl
+    def get_wti(self, problem, device): return 0.5
+    @hookimpl
+    def workspace_size(self, problem, device): return 0
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        out = {"fwd": tensors.y, "bwd": tensors.x, "wrw": tensors.w}[problem.direction]
+        cl.enqueue_fill_buffer(device.queue, out, np.float32(0), 0, out.size)
+solver = Zero()
+'''
+
+
+def test_bench_fails_on_a_wrong_solver(tmp_path):
+    (tmp_path / "wrong_plugin.py").write_text(textwrap.dedent(WRONG))
+    info = tmp_path / "wrong_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wrong-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[wticonv.solvers]\nzero = wrong_plugin:solver\n")
+    net = tmp_path / "one.txt"
+    net.write_text("conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    res = subprocess.run([sys.executable, "-m", "wticonv", "bench", str(net), "--json",
+                          "--directions", "fwd", "-i", "1"],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == 1, res.stderr
+    row = json.loads(res.stdout)["rows"][0]
+    assert row["solver"] == "wrong.zero" and not row["ok"]
+    assert row["error"] == pytest.approx(1.0, abs=1e-6) or row["error"] > 0.1
+    assert "verification FAILED" in row["message"]
+    ok = subprocess.run([sys.executable, "-m", "wticonv", "bench", str(net), "--json",
+                         "--directions", "fwd", "-i", "1"], capture_output=True, text=True,
+                        env=dict(env, WTICONV_DISABLE_SOLVERS="wrong.zero"))
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout)["rows"][0]["solver"] == "direct.naive"
