@@ -145,7 +145,8 @@ def test_bench_fails_on_a_wrong_solver(tmp_path):
     (info / "entry_points.txt").write_text("[wticonv.solvers]\nzero = wrong_plugin:solver\n")
     net = tmp_path / "one.txt"
     net.write_text("conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
     res = subprocess.run([sys.executable, "-m", "wticonv", "bench", str(net), "--json",
                           "--directions", "fwd", "-i", "1"],
                          capture_output=True, text=True, env=env)

@@ -172,7 +172,7 @@ class SolverRegistry:
             raise PluginError(f"solver id {sid!r} is already registered by "
                               f"{other.distribution or 'another solver'}")
         missing = [h for h in hookspecs.HOOK_NAMES
-                   if self.pm.parse_hookimpl_opts(obj, h) is None]
+                   if not hasattr(obj, h) or self.pm.parse_hookimpl_opts(obj, h) is None]
         if missing:
             raise PluginError(
                 f"solver {sid!r} does not implement the hook(s) {', '.join(missing)} "

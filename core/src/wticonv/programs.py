@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
 from dataclasses import dataclass
 
 import pyopencl as cl
@@ -114,14 +115,20 @@ class ProgramCache:
         if binary is None:
             return None
         try:
-            return cl.Program(self.context, [self.device], [binary]).build(options=options)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                return cl.Program(self.context, [self.device], [binary]).build(options=options)
         except (cl.Error, RuntimeError):
             self.store.delete_program_binary(self.device_key, key)
             return None
 
     def _build_source(self, source: str, options: str) -> cl.Program:
         try:
-            return cl.Program(self.context, source).build(options=options)
+            with warnings.catch_warnings():
+                # Drivers print informational compiler output (NVIDIA does for every
+                # build); errors still raise, with the log, below.
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                return cl.Program(self.context, source).build(options=options)
         except (cl.Error, RuntimeError) as e:
             raise KernelBuildError(
                 f"OpenCL program failed to build on {self.device.name.strip()} "
