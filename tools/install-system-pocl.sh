@@ -8,7 +8,12 @@
 # with the higher measured peak. Never fails the set-up: without root or apt-get it carries
 # on with PyPI's PoCL.
 set -u
-if [ -e /etc/OpenCL/vendors/pocl.icd ]; then
+if command -v dpkg-query >/dev/null 2>&1; then
+  if [ "$(dpkg-query -W -f='${Status}' pocl-opencl-icd 2>/dev/null)" = "install ok installed" ]; then
+    echo "setup: system PoCL already installed (pocl-opencl-icd)"
+    exit 0
+  fi
+elif [ -e /etc/OpenCL/vendors/pocl.icd ]; then
   echo "setup: system PoCL already installed (/etc/OpenCL/vendors/pocl.icd)"
   exit 0
 fi

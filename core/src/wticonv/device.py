@@ -303,8 +303,10 @@ def _fastest(devices: list[Device], listing: str) -> Device:
                           f"({dev.info.platform} {dev.info.driver_version}): it cannot build "
                           f"kernels ({e})", stacklevel=3)
     if not usable:
-        raise DeviceError(f"no OpenCL CPU device can build kernels; devices present: {listing}; "
-                          f"{_INSTALL_HINT}")
+        raise DeviceError(
+            f"no OpenCL CPU device can build kernels (see 'wticonv devices'); devices present: "
+            f"{listing}. PyPI's PoCL does not know some recent CPUs: install your "
+            "distribution's PoCL, e.g. 'sudo apt-get install pocl-opencl-icd' on Debian/Ubuntu")
     return max(usable, key=lambda t: t[0])[1]
 
 
