@@ -53,3 +53,34 @@ def gpu_handle():
     import wticonv
 
     return wticonv.Handle("gpu")
+
+
+@pytest.fixture
+def fake_dist(tmp_path, monkeypatch):
+    """Write throw-away installed distributions, as ``pip install`` would leave them.
+
+    ``fake_dist(dist, modules, entry_points)`` writes each module ``{name: source}`` and a
+    ``<dist>-1.0.dist-info`` folder whose ``entry_points.txt`` declares ``entry_points``
+    (``{name: "module:attr"}``) in the group ``wticonv.solvers``, into a temporary folder
+    that is put on ``sys.path`` (and returned, for subprocesses' ``PYTHONPATH``).
+    """
+    import sys
+    import textwrap
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    written: list[str] = []
+
+    def make(dist: str, modules: dict[str, str], entry_points: dict[str, str]):
+        for name, code in modules.items():
+            (tmp_path / f"{name}.py").write_text(textwrap.dedent(code))
+            written.append(name)
+        info = tmp_path / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        eps = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[wticonv.solvers]\n{eps}\n")
+        return tmp_path
+
+    yield make
+    for name in written:
+        sys.modules.pop(name, None)

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -137,15 +136,11 @@ solver = Zero()
 '''
 
 
-def test_bench_fails_on_a_wrong_solver(tmp_path):
-    (tmp_path / "wrong_plugin.py").write_text(textwrap.dedent(WRONG))
-    info = tmp_path / "wrong_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wrong-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[wticonv.solvers]\nzero = wrong_plugin:solver\n")
+def test_bench_fails_on_a_wrong_solver(tmp_path, fake_dist):
+    site = fake_dist("wrong-plugin", {"wrong_plugin": WRONG}, {"zero": "wrong_plugin:solver"})
     net = tmp_path / "one.txt"
     net.write_text("conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1\n")
-    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=path)
     res = subprocess.run([sys.executable, "-m", "wticonv", "bench", str(net), "--json",
                           "--directions", "fwd", "-i", "1"],

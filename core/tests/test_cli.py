@@ -64,7 +64,7 @@ def test_conv_verifies_each_direction(capsys):
     assert "GPU Kernel Time Forward Conv. Elapsed:" in out and "GFLOP/s" in out
 
 
-def test_conv_json_and_bias(capsys):
+def test_conv_json_bias_flag_accepted(capsys):
     rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-b", "1", "-i", "1", "--json")
     res = json.loads(out)["results"]
     assert rc == 0 and len(res) == 1 and res[0]["ok"] and res[0]["error"] < 1e-5

@@ -8,8 +8,6 @@ is exactly what ``pip install`` leaves behind.
 from __future__ import annotations
 
 import io
-import sys
-import textwrap
 
 import pytest
 
@@ -34,27 +32,8 @@ solver = S()
 '''
 
 
-def make_dist(tmp_path, dist: str, modules: dict[str, str], entry_points: dict[str, str]):
-    for name, code in modules.items():
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(code))
-    info = tmp_path / f"{dist.replace('-', '_')}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    eps = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[wticonv.solvers]\n{eps}\n")
-
-
-@pytest.fixture
-def plugins_dir(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield tmp_path
-    for name in list(sys.modules):
-        if name.startswith("fake_"):
-            del sys.modules[name]
-
-
-def test_broken_plugins_are_quarantined_and_never_stop_the_others(plugins_dir):
-    make_dist(plugins_dir, "fake-plugins", {
+def test_broken_plugins_are_quarantined_and_never_stop_the_others(fake_dist):
+    fake_dist("fake-plugins", {
         "fake_good": GOOD.format(sid="fake.good"),
         "fake_raises": "raise ImportError('libfoo.so not found')\n",
         "fake_mismatch": GOOD.format(sid="fake.mismatch").replace(
@@ -92,8 +71,8 @@ def test_broken_plugins_are_quarantined_and_never_stop_the_others(plugins_dir):
     assert (entry.distribution, entry.version) == ("fake-plugins", "1.0")
 
 
-def test_load_plugins_env_selects_distributions(plugins_dir, monkeypatch):
-    make_dist(plugins_dir, "fake-one", {"fake_a": GOOD.format(sid="fake.a")},
+def test_load_plugins_env_selects_distributions(fake_dist, monkeypatch):
+    fake_dist("fake-one", {"fake_a": GOOD.format(sid="fake.a")},
               {"a": "fake_a:solver"})
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "fake_one")
     assert SolverRegistry().ids() == ["fake.a"]

@@ -9,6 +9,7 @@ the float64 reference (MIOpen's rms_range against the solver's tolerance), then 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -19,9 +20,11 @@ from .handle import Handle
 from .networks import Network
 from .problem import DIRECTIONS, ConvProblem
 from .reference import reference, rms_range
+from .selection import Selection
 from .tensors import ConvTensors
 
-__all__ = ["BenchRow", "BenchReport", "run_bench", "parse_directions"]
+__all__ = ["BenchRow", "BenchReport", "Measurement", "measure", "run_bench", "parse_directions",
+           "random_inputs"]
 
 
 @dataclass
@@ -110,25 +113,64 @@ def parse_directions(text: str | Sequence[str]) -> list[str]:
     return out
 
 
-def _random_inputs(p: ConvProblem, seed: int) -> dict[str, np.ndarray]:
+def random_inputs(p: ConvProblem, seed: int) -> dict[str, np.ndarray]:
+    """Uniform [-1, 1) float32 inputs of ``p``'s direction, keyed ``x``/``w``/``y``."""
     rng = np.random.default_rng(seed)
     shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
-    out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
     return {name: rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-            for name, shape in shapes.items() if name != out_name}
+            for name, shape in shapes.items() if name != _OUTPUT[p.direction]}
 
 
-def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, verify: bool,
-               workspace_limit: int | None, solver: str | None, seed: int) -> None:
+_OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+
+
+@dataclass
+class Measurement:
+    """One problem run by :func:`measure`.
+
+    Attributes
+    ----------
+    selection : Selection
+        The immediate-mode (or forced) choice.
+    solver_id : str
+        The solver that ran.
+    workspace : int
+        Bytes.
+    kernel_ms, wall_ms : list[float]
+        Per timed iteration: kernel time (OpenCL profiling events) and host wall-clock
+        time including launch overhead, in ms.
+    error, tolerance : float or None
+        rms_range against the float64 reference and the solver's tolerance (None when
+        not verified).
+    """
+
+    selection: Selection
+    solver_id: str
+    workspace: int
+    kernel_ms: list[float]
+    wall_ms: list[float]
+    error: float | None = None
+    tolerance: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Verified within tolerance (or not verified)."""
+        return self.error is None or self.error <= self.tolerance
+
+
+def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True,
+            workspace_limit: int | None = None, solver: str | None = None,
+            seed: int = 0) -> Measurement:
+    """Select, run once on random data, verify (optionally), then time ``iterations`` runs.
+
+    Raises as :meth:`Handle.select` and :meth:`Handle.run`.
+    """
     from . import solver_tolerance
 
     sel = handle.select(p, workspace_limit, solver)
-    v = sel.chosen
-    row.solver, row.wti, row.workspace, row.predicted_ms = (v.solver_id, v.wti, v.workspace,
-                                                            v.predicted_ms)
     dev = handle.device
-    data = _random_inputs(p, seed)
-    out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+    data = random_inputs(p, seed)
+    out_name = _OUTPUT[p.direction]
     shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
     bufs = {}
     try:
@@ -137,24 +179,39 @@ def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, v
                           else dev.alloc(4 * int(np.prod(shape))))
         tensors = ConvTensors(bufs["x"], bufs["w"], bufs["y"])
         first = handle.run(p, tensors, selection=sel)
-        row.solver = first.solver_id
+        m = Measurement(sel, first.solver_id, first.workspace, [], [])
         if verify:
             result = dev.download(bufs[out_name], shapes[out_name])
             ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
-            row.error = rms_range(result, ref)
-            row.tolerance = solver_tolerance(handle, row.solver)
-        times = [handle.run(p, tensors, selection=sel).kernel_ms for _ in range(iterations)]
-        row.measured_ms = statistics.median(times) if times else first.kernel_ms
-        if row.measured_ms and row.measured_ms > 0:
-            row.gflops = p.flops / (row.measured_ms * 1e-3) / 1e9
-        row.ok = (not verify) or (row.error is not None and row.error <= row.tolerance)
-        if verify and not row.ok:
-            row.message = (f"verification FAILED: rms_range {row.error:.3g} > tolerance "
-                           f"{row.tolerance:.3g}")
+            m.error = rms_range(result, ref)
+            m.tolerance = solver_tolerance(handle, m.solver_id)
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            m.kernel_ms.append(handle.run(p, tensors, selection=sel).kernel_ms)
+            m.wall_ms.append((time.perf_counter() - t0) * 1e3)
+        if not m.kernel_ms:
+            m.kernel_ms.append(first.kernel_ms)
+        return m
     finally:
         for b in bufs.values():
             if b is not None:
                 b.release()
+
+
+def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, verify: bool,
+               workspace_limit: int | None, solver: str | None, seed: int) -> None:
+    m = measure(handle, p, iterations, verify, workspace_limit, solver, seed)
+    v = m.selection.chosen
+    row.solver, row.wti, row.workspace, row.predicted_ms = (m.solver_id, v.wti, m.workspace,
+                                                            v.predicted_ms)
+    row.error, row.tolerance = m.error, m.tolerance
+    row.measured_ms = statistics.median(m.kernel_ms)
+    if row.measured_ms > 0:
+        row.gflops = p.flops / (row.measured_ms * 1e-3) / 1e9
+    row.ok = m.ok
+    if not row.ok:
+        row.message = (f"verification FAILED: rms_range {row.error:.3g} > tolerance "
+                       f"{row.tolerance:.3g}")
 
 
 def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRECTIONS,

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import click
 import numpy as np
 import pyopencl as cl
 
-from .. import __version__, solver_tolerance
-from ..bench import parse_directions, run_bench
+from .. import __version__
+from ..bench import measure, parse_directions, run_bench
 from ..driver import parse_driver_args
 from ..errors import DriverArgsError, KernelBuildError, ProblemError
 from ..handle import Handle
 from ..keys import parse_key
 from ..networks import load_network
-from ..reference import reference, rms_range
 from . import render
 
 _PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
@@ -185,7 +183,8 @@ def conv(args, as_json, device, workspace_limit) -> int:
     Flags as MIOpenDriver's conv: -n -c -H -W -k -y -x -p -q -u -v -l -j -g for the
     problem; -F 0 all directions (default), 1 fwd, 2 bwd, 4 wrw; -V 1 verify against the
     float64 reference (default); -i iterations (default 10); -t 1 also print wall-clock
-    time; -S SOLVER force a solver id; -b 1 add a bias (fwd).
+    time; -S SOLVER force a solver id. -b is accepted for compatibility: wticonv adds
+    a bias on the host (conv2d's bias=), outside the timed convolution.
     Exit status 1 if any direction fails verification.
     """
     if args and args[0] == "conv":
@@ -204,46 +203,15 @@ def conv(args, as_json, device, workspace_limit) -> int:
 
 
 def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
-    from ..tensors import ConvTensors
-
-    sel = handle.select(p, workspace_limit, cmd.solver)
-    dev = handle.device
-    rng = np.random.default_rng(12345678)
-    shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
-    out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
-    data = {k: rng.uniform(-1, 1, s).astype(np.float32) for k, s in shapes.items() if k != out}
-    bufs = {k: (dev.upload(data[k]) if k in data else dev.alloc(4 * int(np.prod(s))))
-            for k, s in shapes.items()}
-    try:
-        tensors = ConvTensors(bufs["x"], bufs["w"], bufs["y"])
-        first = handle.run(p, tensors, selection=sel)
-        result = dev.download(bufs[out], shapes[out])
-        kernel, wall = [], []
-        for _ in range(cmd.iterations):
-            t0 = time.perf_counter()
-            kernel.append(handle.run(p, tensors, selection=sel).kernel_ms)
-            wall.append((time.perf_counter() - t0) * 1e3)
-    finally:
-        for b in bufs.values():
-            if b is not None:
-                b.release()
-    if cmd.bias and p.direction == "fwd":
-        bias = rng.uniform(-1, 1, p.k).astype(np.float32)
-        result = result + bias[None, :, None, None]
-    ms = float(np.mean(kernel))
-    r = {"direction": p.direction, "key": p.key, "solver": first.solver_id,
-         "wti": sel.chosen.wti, "workspace": first.workspace, "kernel_ms": ms,
-         "wall_ms": float(np.mean(wall)), "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
-         "iterations": cmd.iterations, "verified": cmd.verify, "ok": True, "error": None,
-         "tolerance": None}
-    if cmd.verify:
-        ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
-        if cmd.bias and p.direction == "fwd":
-            ref = ref + bias[None, :, None, None]
-        r["error"] = rms_range(result, ref)
-        r["tolerance"] = solver_tolerance(handle, first.solver_id)
-        r["ok"] = bool(r["error"] <= r["tolerance"])
-    return r
+    m = measure(handle, p, cmd.iterations, verify=cmd.verify,
+                workspace_limit=workspace_limit, solver=cmd.solver, seed=12345678)
+    ms = float(np.mean(m.kernel_ms))
+    return {"direction": p.direction, "key": p.key, "solver": m.solver_id,
+            "wti": m.selection.chosen.wti, "workspace": m.workspace, "kernel_ms": ms,
+            "wall_ms": float(np.mean(m.wall_ms)) if m.wall_ms else None,
+            "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
+            "iterations": cmd.iterations, "verified": cmd.verify, "ok": m.ok,
+            "error": m.error, "tolerance": m.tolerance}
 
 
 @cli.command()

@@ -96,6 +96,20 @@ __kernel void naive_bwd(__global float *restrict dx, __global const float *restr
     dx[gid] = acc;
 }
 
+/* One row of the backward-weights reduction: sum over ow of dy[.., oh, ow] * x[.., ih, iw]
+ * for the filter column s, where iw = ow * stride_w - pad_w + s * dil_w (padding skipped). */
+inline float wrw_row(const __global float *restrict dyrow, const __global float *restrict xrow,
+                     const int Wo, const int W, const int stride_w, const int pad_w,
+                     const int s, const int dil_w, float acc)
+{
+    for (int ow = 0; ow < Wo; ++ow) {
+        const long iw = (long)ow * stride_w - pad_w + (long)s * dil_w;
+        if (iw >= 0 && iw < W)
+            acc = mad(dyrow[ow], xrow[iw], acc);
+    }
+    return acc;
+}
+
 /* Backward weights, one work-item per dw[k][c][r][s], reducing over N, Ho, Wo serially.
  * Used when dw has enough elements to fill the device. */
 __kernel void naive_wrw(__global const float *restrict x, __global float *restrict dw,
@@ -118,13 +132,9 @@ __kernel void naive_wrw(__global const float *restrict x, __global float *restri
             const long ih = (long)oh * stride_h - pad_h + (long)r * dil_h;
             if (ih < 0 || ih >= H)
                 continue;
-            const __global float *dyrow = dy + ((n * K + k) * Ho + oh) * (long)Wo;
-            const __global float *xrow = x + ((n * C + c) * H + ih) * (long)W;
-            for (int ow = 0; ow < Wo; ++ow) {
-                const long iw = (long)ow * stride_w - pad_w + (long)s * dil_w;
-                if (iw >= 0 && iw < W)
-                    acc = mad(dyrow[ow], xrow[iw], acc);
-            }
+            acc = wrw_row(dy + ((n * K + k) * Ho + oh) * (long)Wo,
+                          x + ((n * C + c) * H + ih) * (long)W, Wo, W, stride_w, pad_w, s,
+                          dil_w, acc);
         }
     }
     dw[gid] = acc;
@@ -155,13 +165,9 @@ void naive_wrw_split(__global const float *restrict x, __global float *restrict 
         const long ih = (long)oh * stride_h - pad_h + (long)r * dil_h;
         if (ih < 0 || ih >= H)
             continue;
-        const __global float *dyrow = dy + ((n * K + k) * Ho + oh) * (long)Wo;
-        const __global float *xrow = x + ((n * C + c) * H + ih) * (long)W;
-        for (int ow = 0; ow < Wo; ++ow) {
-            const long iw = (long)ow * stride_w - pad_w + (long)s * dil_w;
-            if (iw >= 0 && iw < W)
-                acc = mad(dyrow[ow], xrow[iw], acc);
-        }
+        acc = wrw_row(dy + ((n * K + k) * Ho + oh) * (long)Wo,
+                      x + ((n * C + c) * H + ih) * (long)W, Wo, W, stride_w, pad_w, s, dil_w,
+                      acc);
     }
     partial[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
