@@ -65,7 +65,9 @@ def test_figures_are_measured_once_and_cached(handle, tmp_path):
 
 def test_unusable_device_is_remembered(handle, tmp_path):
     store = Store(tmp_path)
-    store.put_device_unusable(handle.device.key, "error: unknown target CPU 'generic'")
+    from wticonv.peak import probe_key
+
+    store.put_device_unusable(probe_key(handle.device.key), "error: unknown target CPU 'generic'")
     dev = Device(handle.device.cl_device, handle.device.info, store)
     from wticonv import KernelBuildError
 

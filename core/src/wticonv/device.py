@@ -199,9 +199,9 @@ class Device:
                 return f
             stored = self.store.get_device_figures(self.key)
             if stored is None:
-                from .peak import measure_device_figures
+                from .peak import measure_device_figures, probe_key
 
-                unusable = self.store.get_device_unusable(self.key)
+                unusable = self.store.get_device_unusable(probe_key(self.key))
                 if unusable is not None:
                     raise KernelBuildError(unusable)
                 try:
@@ -210,11 +210,18 @@ class Device:
                     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
                     detail = next((ln for ln in lines if ln.lower().startswith("error")),
                                   lines[0] if lines else type(e).__name__)
-                    self.store.put_device_unusable(self.key, detail)
+                    self.store.put_device_unusable(probe_key(self.key), detail)
                     raise KernelBuildError(detail) from None
                 self.store.put_device_figures(self.key, *stored)
             f.peak_flops, f.bandwidth = stored
         return f
+
+    @property
+    def unusable_reason(self) -> str | None:
+        """Why this device's driver could not build the measuring kernels (recorded), or None."""
+        from .peak import probe_key
+
+        return self.store.get_device_unusable(probe_key(self.key))
 
     @property
     def figures_known(self) -> bool:
@@ -294,7 +301,7 @@ def _fastest(devices: list[Device], listing: str) -> Device:
     measuring kernels (e.g. an old PoCL that does not know this CPU) are skipped."""
     usable = []
     for dev in devices:
-        if dev.store.get_device_unusable(dev.key) is not None:
+        if dev.unusable_reason is not None:
             continue  # reported when it was first found unusable; see `wticonv devices`
         try:
             usable.append((dev.peak_flops, dev))

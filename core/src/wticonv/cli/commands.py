@@ -109,11 +109,11 @@ def devices(as_json: bool, measure: bool) -> int:
     store = Store()
     rows = []
     for info, cl_dev in list_devices():
+        dev = Device(cl_dev, info, store)
         figs = store.get_device_figures(info.key)
-        unusable = store.get_device_unusable(info.key)
+        unusable = dev.unusable_reason
         if figs is None and measure and unusable is None:
             try:
-                dev = Device(cl_dev, info, store)
                 figs = (dev.peak_flops, dev.bandwidth)
             except (KernelBuildError, cl.Error) as e:
                 unusable = str(e)

@@ -3,29 +3,32 @@
  * Built once per device by wticonv.peak; the results are cached in the store.
  *
  * WTICONV_PEAK_CHAINS: independent multiply-add chains per work-item. Each chain is a
- *   float8, so one loop iteration does WTICONV_PEAK_CHAINS * 8 * 2 FLOPs. Eight chains hide
- *   the 4-cycle FMA latency of two FMA pipes on current CPUs and keep GPU lanes busy.
+ *   float16, so one loop iteration does WTICONV_PEAK_CHAINS * 16 * 2 FLOPs. float16 fills a
+ *   512-bit AVX-512 register (a float8 chain measured half the peak of an AVX-512 CPU);
+ *   GPUs run the lanes as scalars. Eight chains hide the 4-cycle FMA latency of two FMA
+ *   pipes on current CPUs; peak.py passes 16 for CPUs and 4 for GPUs.
  */
 #ifndef WTICONV_PEAK_CHAINS
-#define WTICONV_PEAK_CHAINS 8   /* independent float8 chains per work-item */
+#define WTICONV_PEAK_CHAINS 8   /* independent float16 chains per work-item (peak.py sets it) */
 #endif
 
 __kernel void peak_fma(__global float *out, const int iters, const float a, const float b)
 {
     const size_t gid = get_global_id(0);
-    float8 acc[WTICONV_PEAK_CHAINS];
+    float16 acc[WTICONV_PEAK_CHAINS];
     for (int c = 0; c < WTICONV_PEAK_CHAINS; ++c)
-        acc[c] = (float8)((float)(gid & 7) * 0.001f + (float)c);
+        acc[c] = (float16)((float)(gid & 7) * 0.001f + (float)c);
     for (int i = 0; i < iters; ++i) {
 #pragma unroll
         for (int c = 0; c < WTICONV_PEAK_CHAINS; ++c)
-            acc[c] = mad(acc[c], (float8)a, (float8)b);
+            acc[c] = mad(acc[c], (float16)a, (float16)b);
     }
-    float8 sum = acc[0];
+    float16 sum = acc[0];
     for (int c = 1; c < WTICONV_PEAK_CHAINS; ++c)
         sum += acc[c];
     /* One store per work-item, so the chains cannot be optimised away. */
-    out[gid] = sum.s0 + sum.s1 + sum.s2 + sum.s3 + sum.s4 + sum.s5 + sum.s6 + sum.s7;
+    const float8 s8 = sum.lo + sum.hi;
+    out[gid] = s8.s0 + s8.s1 + s8.s2 + s8.s3 + s8.s4 + s8.s5 + s8.s6 + s8.s7;
 }
 
 /* Streaming copy: bandwidth = 2 * bytes / time (one read and one write per element). */
