@@ -154,4 +154,5 @@ def test_bench_fails_on_a_wrong_solver(tmp_path, fake_dist):
                          "--directions", "fwd", "-i", "1"], capture_output=True, text=True,
                         env=dict(env, WTICONV_DISABLE_SOLVERS="wrong.zero"))
     assert ok.returncode == 0
-    assert json.loads(ok.stdout)["rows"][0]["solver"] == "direct.naive"
+    good = json.loads(ok.stdout)["rows"][0]
+    assert good["ok"] and good["solver"] != "wrong.zero"

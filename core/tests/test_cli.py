@@ -42,8 +42,9 @@ def test_devices(capsys):
 def test_explain_key_json(capsys):
     rc, out, _ = run(capsys, "explain", KEY, "--json")
     sel = json.loads(out)["selections"][0]
-    assert rc == 0 and sel["problem"] == KEY and sel["chosen"] == "direct.naive"
-    v = sel["solvers"][0]
+    assert rc == 0 and sel["problem"] == KEY
+    assert sel["chosen"] == sel["solvers"][0]["solver_id"] and sel["solvers"][0]["rank"] == 1
+    v = next(v for v in sel["solvers"] if v["solver_id"] == "direct.naive")
     assert v["wti"] == 0.01 and v["workspace"] == 0 and v["predicted_ms"] > 0
 
 
@@ -55,7 +56,7 @@ def test_explain_flags_all_directions_table(capsys):
 
 
 def test_conv_verifies_each_direction(capsys):
-    rc, out, _ = run(capsys, "conv", *FLAGS, "-i", "2", "-t", "1")
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-i", "2", "-t", "1", "-S", "direct.naive")
     assert rc == 0
     for line in ("Forward Convolution Verifies OK", "Backward Convolution Data Verifies OK",
                  "Backward Convolution Weights Verifies OK"):
@@ -65,7 +66,8 @@ def test_conv_verifies_each_direction(capsys):
 
 
 def test_conv_json_bias_flag_accepted(capsys):
-    rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-b", "1", "-i", "1", "--json")
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-b", "1", "-i", "1", "--json", "-S",
+                     "direct.naive")
     res = json.loads(out)["results"]
     assert rc == 0 and len(res) == 1 and res[0]["ok"] and res[0]["error"] < 1e-5
     assert res[0]["kernel_ms"] > 0 and res[0]["solver"] == "direct.naive"

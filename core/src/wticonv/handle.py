@@ -73,6 +73,7 @@ class Handle:
         return select(self.registry, problem, self.device, workspace_limit, solver)
 
     def _get_workspace(self, nbytes: int):
+        """A buffer of exactly ``nbytes`` (a view of one grow-only allocation), or None."""
         if nbytes <= 0:
             return None
         if nbytes > self._workspace_bytes:
@@ -80,7 +81,9 @@ class Handle:
                 self._workspace.release()
             self._workspace = self.device.alloc(nbytes)
             self._workspace_bytes = nbytes
-        return self._workspace
+        if nbytes == self._workspace_bytes:
+            return self._workspace
+        return self._workspace.get_sub_region(0, nbytes)
 
     def run(self, problem: ConvProblem, tensors: ConvTensors,
             selection: Selection | None = None, workspace_limit: int | None = None,

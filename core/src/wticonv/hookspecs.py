@@ -85,7 +85,8 @@ class SolverSpec:
     """The hook specifications. Plugin authors implement these; they never call them."""
 
     @hookspec(firstresult=True)
-    def is_applicable(self, problem: ConvProblem, device: Device) -> bool | Decline:
+    def is_applicable(self, problem: ConvProblem, device: Device,
+                      workspace_limit: int | None) -> bool | Decline:
         """Can this solver compute ``problem`` on ``device``?
 
         **When called:** first, for every installed solver, whenever a problem is ranked
@@ -93,7 +94,9 @@ class SolverSpec:
 
         **Arguments:** ``problem`` is a valid :class:`~wticonv.ConvProblem` (its fields are
         already checked); ``device`` is the :class:`~wticonv.Device` it would run on (read
-        ``device.info`` for limits such as local memory).
+        ``device.info`` for limits such as local memory); ``workspace_limit`` is the most
+        workspace the caller gives, in bytes, or None for no limit. Like every argument,
+        it may be left out of the implementation's signature if the solver ignores it.
 
         **Returns:** ``True`` when the solver computes this problem correctly, else a
         :class:`Decline` with the reason (plain ``False`` is accepted but reports "no reason
@@ -119,10 +122,12 @@ class SolverSpec:
         """
 
     @hookspec(firstresult=True)
-    def get_wti(self, problem: ConvProblem, device: Device) -> float:
+    def get_wti(self, problem: ConvProblem, device: Device,
+                workspace_limit: int | None) -> float:
         """Predicted Wall-Time Index of this solver on ``problem``.
 
-        **When called:** during ranking, only if ``is_applicable`` returned true.
+        **When called:** during ranking, only if ``is_applicable`` returned true, with the
+        same ``workspace_limit`` (a solver that works in chunks may predict the chunks).
 
         **Returns:** the predicted fraction of ``device.peak_flops`` (FP32 FLOP/s) that the
         solver reaches, counted as if the direct algorithm ran (``problem.flops``): the
@@ -136,14 +141,17 @@ class SolverSpec:
         """
 
     @hookspec(firstresult=True)
-    def workspace_size(self, problem: ConvProblem, device: Device) -> int:
-        """Scratch device memory this solver needs for ``problem``, in bytes.
+    def workspace_size(self, problem: ConvProblem, device: Device,
+                       workspace_limit: int | None) -> int:
+        """Scratch device memory this solver will use for ``problem``, in bytes.
 
-        **When called:** during ranking (candidates must fit the caller's workspace limit)
-        and before ``run``, which receives a buffer of at least this size.
+        **When called:** during ranking, after ``is_applicable`` said yes, with the same
+        ``workspace_limit``; the answer is the size of the workspace ``run`` receives.
 
         **Returns:** an exact, non-negative integer number of bytes; 0 when no workspace is
-        needed.
+        needed. A solver that can work in pieces (e.g. a batch in chunks) returns what it
+        will use within ``workspace_limit``; one that cannot fit declines in
+        ``is_applicable`` instead. A value over the limit makes the solver no candidate.
         """
 
     @hookspec(firstresult=True)

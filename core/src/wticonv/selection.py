@@ -125,19 +125,22 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
         return v
     hook = "is_applicable"
     try:
-        ok = registry.call(sid, hook, problem=problem, device=device)
+        ok = registry.call(sid, hook, problem=problem, device=device,
+                           workspace_limit=workspace_limit)
         if not ok:
             v.reason = (ok.reason if isinstance(ok, Decline) else "declined (no reason given)")
             return v
         hook = "is_dynamic"
         v.dynamic = bool(registry.call(sid, hook))
         hook = "workspace_size"
-        ws = registry.call(sid, hook, problem=problem, device=device)
+        ws = registry.call(sid, hook, problem=problem, device=device,
+                           workspace_limit=workspace_limit)
         if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
             raise ValueError(f"workspace_size returned {ws!r}, not a non-negative int (bytes)")
         v.workspace = int(ws)
         hook = "get_wti"
-        wti = registry.call(sid, hook, problem=problem, device=device)
+        wti = registry.call(sid, hook, problem=problem, device=device,
+                            workspace_limit=workspace_limit)
         if isinstance(wti, bool) or not isinstance(wti, (int, float)) or not math.isfinite(wti) \
                 or (wti < 0 and wti != WTI_UNKNOWN):
             raise ValueError(f"get_wti returned {wti!r}, not a finite WTI >= 0 or -2.0")

@@ -1,0 +1,132 @@
+"""wticonv against PyTorch (oneDNN on the CPU, cuDNN on the GPU), layer by layer, in one run.
+
+For every distinct conv layer of a network and every requested direction: wticonv's
+immediate-mode choice (or a forced solver) is verified against the float64 reference and
+timed (median kernel time of OpenCL profiling events); PyTorch's FP32 convolution of the
+same shape is timed on its own device (``torch.nn.functional.conv2d``,
+``torch.nn.grad.conv2d_input``, ``torch.nn.grad.conv2d_weight``; CUDA events on the GPU
+with TF32 off, wall-clock medians on the CPU). Printed per layer: both times, the ratio
+(ours / PyTorch), our TFLOP/s and fraction of the device's measured peak; then geometric
+means of the ratio, over all layers and over the 1x1 layers.
+
+    pip install torch==2.13.0          # benchmark-only dependency (CPU build here)
+    python benchmarks/conv_vs_torch.py resnet50 -n 8 --directions fwd
+    python benchmarks/conv_vs_torch.py resnet50 -n 32 --device gpu --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import wticonv
+from wticonv.bench import measure, parse_directions
+from wticonv.networks import load_network
+
+
+def torch_timer(torch, device: str, p, direction: str, iterations: int) -> float:
+    """Median time in ms of PyTorch's FP32 convolution of problem ``p`` in ``direction``."""
+    dev = torch.device("cuda" if device == "gpu" else "cpu")
+    g = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.rand(p.x_shape, generator=g).to(dev)
+    w = torch.rand(p.w_shape, generator=g).to(dev)
+    dy = torch.rand(p.y_shape, generator=g).to(dev)
+    kw = dict(stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
+              dilation=(p.dilation_h, p.dilation_w), groups=p.groups)
+    F, grad = torch.nn.functional, torch.nn.grad
+    fn = {"fwd": lambda: F.conv2d(x, w, **kw),
+          "bwd": lambda: grad.conv2d_input(p.x_shape, w, dy, **kw),
+          "wrw": lambda: grad.conv2d_weight(x, p.w_shape, dy, **kw)}[direction]
+    with torch.no_grad():
+        for _ in range(2):
+            fn()
+        times = []
+        for _ in range(iterations):
+            if dev.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("network")
+    ap.add_argument("-n", type=int, default=8)
+    ap.add_argument("--directions", default="fwd")
+    ap.add_argument("--device", default=None, help="wticonv device spec (gpu, cpu, P:D)")
+    ap.add_argument("--solver", default=None, help="force a wticonv solver id")
+    ap.add_argument("-i", "--iterations", type=int, default=5)
+    ap.add_argument("--json", default=None, help="also write every row to this file")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    handle = wticonv.Handle(args.device)
+    kind = "gpu" if handle.device.kind == "gpu" else "cpu"
+    if kind == "cpu":
+        torch.set_num_threads(handle.device.info.compute_units)
+    peak = handle.device.peak_flops
+    net = load_network(args.network, args.n)
+    rows = []
+    print(f"{args.network} N={args.n} on {handle.device.info.name} "
+          f"(peak {peak / 1e12:.3f} TFLOP/s) vs PyTorch {torch.__version__} on {kind}")
+    print(f"{'layer':16} {'dir':3} {'key':58} {'solver':12} {'ours ms':>9} {'torch ms':>9} "
+          f"{'ratio':>6} {'TFLOP/s':>8} {'%peak':>6} {'err':>8}")
+    for layer in net.layers:
+        for d in parse_directions(args.directions):
+            p = layer.problem.with_direction(d)
+            m = measure(handle, p, args.iterations, verify=True, solver=args.solver)
+            ours = statistics.median(m.kernel_ms)
+            theirs = torch_timer(torch, kind, p, d, args.iterations)
+            tflops = p.flops / (ours * 1e-3) / 1e12
+            row = dict(layer=layer.name, direction=d, key=p.key, solver=m.solver_id,
+                       ours_ms=ours, torch_ms=theirs, ratio=ours / theirs, tflops=tflops,
+                       peak_fraction=tflops * 1e12 / peak, error=m.error, ok=m.ok,
+                       is_1x1=p.r == 1 and p.s == 1, count=layer.count)
+            rows.append(row)
+            print(f"{layer.name[:16]:16} {d:3} {p.key:58} {m.solver_id:12} {ours:9.3f} "
+                  f"{theirs:9.3f} {row['ratio']:6.2f} {tflops:8.3f} "
+                  f"{row['peak_fraction'] * 100:5.1f}% {m.error:8.1e}"
+                  + ("" if m.ok else "  FAILED"), flush=True)
+
+    def gmean(values):
+        values = list(values)
+        return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float(
+            "nan")
+
+    summary = {}
+    for d in parse_directions(args.directions):
+        sel = [r for r in rows if r["direction"] == d]
+        summary[d] = {"geomean_ratio": gmean(r["ratio"] for r in sel),
+                      "geomean_ratio_1x1": gmean(r["ratio"] for r in sel if r["is_1x1"]),
+                      "layers": len(sel)}
+        print(f"{d}: geometric mean of ours/torch over {len(sel)} layers = "
+              f"{summary[d]['geomean_ratio']:.3f}; over the 1x1 layers = "
+              f"{summary[d]['geomean_ratio_1x1']:.3f}")
+    allr = gmean(r["ratio"] for r in rows)
+    print(f"all directions: geometric mean ours/torch = {allr:.3f}; failures: "
+          f"{sum(not r['ok'] for r in rows)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": handle.device.info.name, "peak_flops": peak,
+                       "torch": torch.__version__, "network": args.network, "n": args.n,
+                       "rows": rows, "summary": summary, "geomean_all": allr}, f, indent=1)
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

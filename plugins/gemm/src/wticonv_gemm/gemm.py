@@ -1,0 +1,174 @@
+"""One GEMM of a convolution, described independently of any buffer, and its launch.
+
+A :class:`GemmOp` is what the kernels in ``kernels/sgemm_*.cl`` compute::
+
+    C[g](m, n) = sum_b sum_k A[g](b, m, k) * B[g](b, k, n)   (+ C[g](m, n) when beta)
+
+with every operand addressed by element strides (64-bit), a two-level batch reduction
+``b -> (b // nb2, b % nb2)`` and image-mapped columns (:class:`ColMap`), so that the
+convolution GEMMs read and write NCHW tensors where they are. Operands name a buffer
+(``"x"``, ``"w"``, ``"y"`` or ``"ws"``), bound to real ``pyopencl.Buffer`` objects only
+when the op is enqueued; a plan can therefore be built and checked for any size without
+allocating anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import params
+
+__all__ = ["ColMap", "Operand", "GemmOp", "gemm_launch"]
+
+_BIG = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ColMap:
+    """Offset of column n: ``(n // P)*ns + ((n % P) // Wo)*hs + ((n % P) % Wo)*ws``."""
+
+    P: int = _BIG
+    Wo: int = _BIG
+    ns: int = 0
+    hs: int = 0
+    ws: int = 1
+
+    @staticmethod
+    def strided(ld: int) -> ColMap:
+        """Columns ``ld`` elements apart (column n at ``n * ld``)."""
+        return ColMap(ws=ld)
+
+    def offset(self, n: int) -> int:
+        """The offset of column ``n`` (Python ints: exact at any size)."""
+        q, p = divmod(n, self.P)
+        ho, wo = divmod(p, self.Wo)
+        return q * self.ns + ho * self.hs + wo * self.ws
+
+    def args(self) -> list:
+        return [np.int32(self.P), np.int32(self.Wo), np.int64(self.ns), np.int64(self.hs),
+                np.int64(self.ws)]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Where an operand lives: buffer name and strides in elements.
+
+    ``off`` start, ``gs`` per group, ``bs``/``bs2`` per batch-reduction level, ``ms`` per
+    row (A and C), ``ks`` per k (A and B), ``cols`` the column map (B and C).
+    """
+
+    buffer: str
+    off: int = 0
+    gs: int = 0
+    bs: int = 0
+    bs2: int = 0
+    ms: int = 0
+    ks: int = 0
+    cols: ColMap = ColMap()
+
+
+@dataclass(frozen=True)
+class GemmOp:
+    """``C = A * B (+ C)`` for ``groups`` groups; sizes are Python ints."""
+
+    M: int
+    N: int
+    K: int
+    a: Operand
+    b: Operand
+    c: Operand
+    groups: int = 1
+    nb: int = 1
+    nb2: int = 1
+    beta: int = 0
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds x 2 of the op."""
+        return 2 * self.M * self.N * self.K * self.nb * self.groups
+
+    def max_offsets(self) -> dict[str, int]:
+        """Largest element offset each operand reaches (for bounds checks and tests)."""
+        b1, b2 = (self.nb - 1) // self.nb2, min(self.nb, self.nb2) - 1
+        a, b, c = self.a, self.b, self.c
+        g = self.groups - 1
+        last_col = max(c.cols.offset(self.N - 1), 0)
+        return {
+            "a": a.off + g * a.gs + b1 * a.bs + b2 * a.bs2 + (self.M - 1) * a.ms
+            + (self.K - 1) * a.ks,
+            "b": b.off + g * b.gs + b1 * b.bs + b2 * b.bs2 + (self.K - 1) * b.ks
+            + b.cols.offset(self.N - 1),
+            "c": c.off + g * c.gs + (self.M - 1) * c.ms + last_col,
+        }
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: which program (file + options), kernel, sizes, arguments, cost.
+
+    ``args`` holds NumPy scalars and buffer names (str), bound when enqueued. The cost
+    feeds the WTI model (wti.py): ``flops`` at ``efficiency`` x peak for GEMMs, ``bytes``
+    of memory traffic at the device's bandwidth for the data-movement kernels.
+    """
+
+    source: str
+    options: str
+    kernel: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    args: tuple
+    flops: int = 0
+    efficiency: float = 0.0
+    bytes: int = 0
+
+
+def _check_int32(op: GemmOp) -> None:
+    for name in ("M", "N", "K", "nb", "nb2", "groups"):
+        if getattr(op, name) > _BIG:
+            raise ValueError(f"GEMM {name}={getattr(op, name)} exceeds a 32-bit kernel argument")
+
+
+def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None) -> Launch:
+    """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``).
+
+    ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads.
+    """
+    _check_int32(op)
+    a, b, c = op.a, op.b, op.c
+    i64 = np.int64
+    sizes = [np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2)]
+    if kind == "cpu":
+        if a.ks == 1 and b.ks == 1:
+            cfg = params.CPU_NT
+            args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+                    b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), *b.cols.args(),
+                    c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
+                    np.int32(op.beta))
+            grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
+            return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nt", grid, (1, 1, 1), args,
+                          op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
+                                                             compute_units))
+        cfg = params.CPU_NN
+        if b_len is None:
+            b_len = op.max_offsets()["b"] + 1
+        args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+                i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
+                *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
+                *c.cols.args(), np.int32(op.beta))
+        grid = (-(-op.M // cfg.mr), -(-op.N // 32), op.groups)
+        contiguous = b.cols.ws == 1 and (b.cols.P >= 16 or b.cols.P >= op.N)
+        return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1), args,
+                      op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
+                                                         compute_units, contiguous))
+    cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups, compute_units)
+    options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1)
+    args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
+            *b.cols.args(), c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
+            np.int32(op.beta))
+    grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc, op.groups)
+    eff = params.efficiency(cfg, op.M, op.N, op.K * op.nb, op.groups, compute_units)
+    return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1), args,
+                  op.flops, eff)

@@ -1,0 +1,81 @@
+"""The ``gemm.im2col`` solver: im2col / col2im plus our SGEMM, in all three directions.
+
+Applies to every valid problem (any filter, stride, padding, dilation, groups). The
+workspace is the column buffer of a chunk of images: the whole batch when the caller's
+limit allows, else as many images as fit (at least one; below that the solver declines).
+Launch planning is in plan.py, the kernels in kernels/, the WTI model in wti.py.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from wticonv import Decline, hookimpl
+
+from . import plan, runner, wti
+
+__all__ = ["Im2colSolver", "solver", "chunk_for"]
+
+_INT32 = 2**31 - 1
+
+
+def chunk_for(problem, device, workspace_limit: int | None) -> int:
+    """Images per chunk: the most that fit the limit, the device's largest buffer and a
+    32-bit GEMM width (Nc * Ho * Wo < 2^31); 0 if not even one image fits."""
+    per_image = plan.col_bytes_per_image(problem)
+    room = device.info.max_alloc_bytes if workspace_limit is None else min(
+        workspace_limit, device.info.max_alloc_bytes)
+    return min(problem.n, room // per_image, _INT32 // (problem.ho * problem.wo))
+
+
+@lru_cache(maxsize=512)
+def _plan(problem, kind: str, compute_units: int, workspace_bytes: int):
+    return plan.plan_im2col(problem, kind, compute_units, workspace_bytes)
+
+
+def _kind(device) -> str:
+    return "cpu" if device.kind == "cpu" else "gpu"
+
+
+class Im2colSolver:
+    """Convolution as GEMM over an explicit column buffer (im2col), chunked over the batch."""
+
+    solver_id = "gemm.im2col"
+    #: rms_range against the float64 reference (fp32 sums of up to C*R*S or N*Ho*Wo terms).
+    tolerance = 1e-5
+
+    @hookimpl
+    def is_applicable(self, problem, device, workspace_limit):
+        if chunk_for(problem, device, workspace_limit) >= 1:
+            return True
+        need = plan.col_bytes_per_image(problem)
+        if need > device.info.max_alloc_bytes:
+            return Decline(f"one image's column buffer ({need} bytes) exceeds the device's "
+                           f"largest buffer ({device.info.max_alloc_bytes} bytes)")
+        if problem.ho * problem.wo > _INT32:
+            return Decline("one image has more than 2^31 output pixels")
+        return Decline(f"needs at least {need} bytes of workspace (one image's column "
+                       f"buffer); the limit is {workspace_limit}")
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def workspace_size(self, problem, device, workspace_limit):
+        return chunk_for(problem, device, workspace_limit) * plan.col_bytes_per_image(problem)
+
+    @hookimpl
+    def get_wti(self, problem, device, workspace_limit):
+        ws = self.workspace_size(problem, device, workspace_limit)
+        launches = _plan(problem, _kind(device), device.info.compute_units, ws)
+        return wti.wti(problem, launches, device)
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        launches = _plan(problem, _kind(device), device.info.compute_units, workspace.size)
+        runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
+                                          "ws": workspace})
+
+
+solver = Im2colSolver()

@@ -1,0 +1,165 @@
+/* im2col and col2im for the GEMM solvers (NCHW, float32).
+ *
+ * The column buffer of a chunk of Nc images starting at image n0 holds, for every group g,
+ * a (C/G * R * S) x (Nc * Ho * Wo) row-major matrix (J = Nc * Ho * Wo columns):
+ *
+ *   col[g][(c, r, s)][(n, ho, wo)] = x[n0 + n][g*C/G + c][ho*u - p + r*l][wo*v - q + s*j]
+ *
+ * (zero where the input position falls in the padding). All sizes are kernel arguments,
+ * so one build serves every problem. Offsets into x, dx and the column buffer are 64-bit;
+ * the indices inside one image plane and J are 32-bit (the planner keeps J < 2^31).
+ *
+ * Two forms of each kernel:
+ *  - GPU (im2col, col2im): one work-item per element, neighbouring work-items on
+ *    neighbouring pixels (coalesced). col2im gathers: every dx element sums the column
+ *    entries it contributed to.
+ *  - CPU (im2col_cpu, col2im_cpu): one work-item per (image, channel[, tap]) plane, looping
+ *    over the pixels in order, so integer divisions happen once per plane rather than per
+ *    element. col2im_cpu clears its dx plane, then adds the taps in a fixed order: each
+ *    dx element is written by one work-item only, so no atomics, and the result is
+ *    deterministic.
+ */
+
+#define CONV_ARGS                                                                         \
+    const int C, const int H, const int W, const int R, const int S, const int Ho,        \
+    const int Wo, const int pad_h, const int pad_w, const int stride_h,                   \
+    const int stride_w, const int dil_h, const int dil_w, const int G
+
+/* Global size (Ho*Wo padded, Nc, G*Cg*R*S). */
+__kernel void im2col(__global const float *restrict x, __global float *restrict col,
+                     const int n0, const int Nc, CONV_ARGS)
+{
+    const int P = Ho * Wo;
+    const int p = get_global_id(0);
+    if (p >= P)
+        return;
+    const int n = get_global_id(1);
+    const int row = get_global_id(2);            /* g * Cg*R*S + (c, r, s) */
+    const int Cg = C / G, RS = R * S;
+    const int g = row / (Cg * RS), crs = row - g * Cg * RS;
+    const int c = crs / RS, rs = crs - c * RS, r = rs / S, s = rs - r * S;
+    const int ho = p / Wo, wo = p - ho * Wo;
+    const int ih = ho * stride_h - pad_h + r * dil_h;
+    const int iw = wo * stride_w - pad_w + s * dil_w;
+    float v = 0.0f;
+    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+        v = x[(((long)(n0 + n) * C + g * Cg + c) * H + ih) * (long)W + iw];
+    col[(long)row * Nc * P + (long)n * P + p] = v;
+}
+
+/* Global size (Nc, G*Cg*R*S): one work-item writes one image's row of the column buffer. */
+__kernel void im2col_cpu(__global const float *restrict x, __global float *restrict col,
+                         const int n0, const int Nc, CONV_ARGS)
+{
+    const int n = get_global_id(0);
+    const int row = get_global_id(1);
+    const int Cg = C / G, RS = R * S;
+    const int g = row / (Cg * RS), crs = row - g * Cg * RS;
+    const int c = crs / RS, rs = crs - c * RS, r = rs / S, s = rs - r * S;
+    const int P = Ho * Wo;
+    const __global float *xp = x + ((long)(n0 + n) * C + g * Cg + c) * H * (long)W;
+    __global float *out = col + (long)row * Nc * P + (long)n * P;
+    /* Output columns wo in [wlo, whi) read inside the picture; the rest are padding. */
+    const int w0 = s * dil_w - pad_w;
+    int wlo = w0 >= 0 ? 0 : (-w0 + stride_w - 1) / stride_w;
+    int whi = W - 1 - w0 < 0 ? 0 : (W - 1 - w0) / stride_w + 1;
+    wlo = min(wlo, Wo);
+    whi = clamp(whi, wlo, Wo);
+    for (int ho = 0; ho < Ho; ++ho) {
+        __global float *o = out + ho * Wo;
+        const int ih = ho * stride_h - pad_h + r * dil_h;
+        if (ih < 0 || ih >= H) {
+            for (int wo = 0; wo < Wo; ++wo)
+                o[wo] = 0.0f;
+            continue;
+        }
+        const __global float *xr = xp + (long)ih * W + w0;
+        for (int wo = 0; wo < wlo; ++wo)
+            o[wo] = 0.0f;
+        if (stride_w == 1) {
+            for (int wo = wlo; wo < whi; ++wo)
+                o[wo] = xr[wo];
+        } else {
+            for (int wo = wlo; wo < whi; ++wo)
+                o[wo] = xr[wo * stride_w];
+        }
+        for (int wo = whi; wo < Wo; ++wo)
+            o[wo] = 0.0f;
+    }
+}
+
+/* Global size (H*W padded, Nc, C): dx[n0 + n][c][h][w] gathered from the column buffer. */
+__kernel void col2im(__global const float *restrict col, __global float *restrict dx,
+                     const int n0, const int Nc, CONV_ARGS)
+{
+    const int hw = get_global_id(0);
+    if (hw >= H * W)
+        return;
+    const int n = get_global_id(1), c = get_global_id(2);
+    const int h = hw / W, w = hw - h * W;
+    const int Cg = C / G, g = c / Cg, cl = c - g * Cg;
+    const int P = Ho * Wo;
+    const long J = (long)Nc * P;
+    const __global float *cg = col + ((long)g * Cg + cl) * R * S * J + (long)n * P;
+    float acc = 0.0f;
+    for (int r = 0; r < R; ++r) {
+        const int th = h + pad_h - r * dil_h;
+        if (th < 0 || th % stride_h)
+            continue;
+        const int ho = th / stride_h;
+        if (ho >= Ho)
+            continue;
+        for (int s = 0; s < S; ++s) {
+            const int tw = w + pad_w - s * dil_w;
+            if (tw < 0 || tw % stride_w)
+                continue;
+            const int wo = tw / stride_w;
+            if (wo >= Wo)
+                continue;
+            acc += cg[(long)(r * S + s) * J + ho * Wo + wo];
+        }
+    }
+    dx[((long)(n0 + n) * C + c) * H * (long)W + hw] = acc;
+}
+
+/* Global size (Nc, C): one work-item owns the plane dx[n0 + n][c]; it clears it, then adds
+ * every tap's column row in (r, s, ho, wo) order. */
+__kernel void col2im_cpu(__global const float *restrict col, __global float *restrict dx,
+                         const int n0, const int Nc, CONV_ARGS)
+{
+    const int n = get_global_id(0), c = get_global_id(1);
+    const int Cg = C / G, g = c / Cg, cl = c - g * Cg;
+    const int P = Ho * Wo;
+    const long J = (long)Nc * P;
+    __global float *plane = dx + ((long)(n0 + n) * C + c) * H * (long)W;
+    for (int i = 0; i < H * W; ++i)
+        plane[i] = 0.0f;
+    const __global float *cg = col + ((long)g * Cg + cl) * R * S * J + (long)n * P;
+    for (int r = 0; r < R; ++r) {
+        for (int s = 0; s < S; ++s) {
+            const __global float *src = cg + (long)(r * S + s) * J;
+            const int w0 = s * dil_w - pad_w;
+            int wlo = w0 >= 0 ? 0 : (-w0 + stride_w - 1) / stride_w;
+            int whi = W - 1 - w0 < 0 ? 0 : (W - 1 - w0) / stride_w + 1;
+            wlo = min(wlo, Wo);
+            whi = clamp(whi, wlo, Wo);
+            for (int ho = 0; ho < Ho; ++ho) {
+                const int ih = ho * stride_h - pad_h + r * dil_h;
+                if (ih < 0 || ih >= H)
+                    continue;
+                __global float *dr = plane + (long)ih * W + w0;
+                const __global float *sr = src + ho * Wo;
+                for (int wo = wlo; wo < whi; ++wo)
+                    dr[wo * stride_w] += sr[wo];
+            }
+        }
+    }
+}
+
+/* buf[0 .. count) = 0 (the untouched pixels of dx in a strided 1x1 backward pass). */
+__kernel void zero_fill(__global float *restrict buf, const long count)
+{
+    const long i = get_global_id(0);
+    if (i < count)
+        buf[i] = 0.0f;
+}

@@ -1,0 +1,170 @@
+/* SGEMM for GPUs: local-memory tiles with register blocking.
+ *
+ *   C[g](m, n) = sum_b sum_k A[g](b, m, k) * B[g](b, k, n)   (+ C[g](m, n) when beta = 1)
+ *
+ * for every group g (grid dimension 2). The "b" sum (a batch reduction, NB terms) lets the
+ * backward-weights GEMM run over images without a transposed copy of dy.
+ *
+ * Addressing (all offsets in elements, 64-bit):
+ *   A(b, m, k) = A + a_off + g*a_gs + bofs(b, a_bs, a_bs2) + m*a_ms + k*a_ks
+ *   B(b, k, n) = B + b_off + g*b_gs + bofs(b, b_bs, b_bs2) + k*b_ks + colB(n)
+ *   C(m, n)    = C + c_off + g*c_gs + m*c_ms + colC(n)
+ * where bofs(b, s1, s2) = (b / NB2)*s1 + (b % NB2)*s2 (a two-level batch, e.g. images
+ * and picture rows), and col(n) maps a column to an image pixel: with q = n / P, p = n % P, ho = p / Wo,
+ * wo = p % Wo, col(n) = q*ns + ho*hs + wo*ws. A plain row-major matrix uses P = Wo = N,
+ * ns = hs = 0, ws = 1; NCHW tensors use their image, row and pixel strides, so the
+ * convolution's GEMMs read x and dy and write y and dx in place.
+ *
+ * Column offsets are computed once per thread (they do not change along k). Out-of-range
+ * rows, columns and k are never read (zeros are staged instead) nor written.
+ *
+ * Tunables (chosen per problem shape by params.py; each set is one build, reused for every
+ * size):
+ */
+#ifndef GEMM_MWG
+#define GEMM_MWG 128   /* rows of C per work-group */
+#endif
+#ifndef GEMM_NWG
+#define GEMM_NWG 128   /* columns of C per work-group */
+#endif
+#ifndef GEMM_KWG
+#define GEMM_KWG 8     /* k per local-memory tile */
+#endif
+#ifndef GEMM_MDIMC
+#define GEMM_MDIMC 16  /* work-items along m; each computes GEMM_MWG / GEMM_MDIMC rows */
+#endif
+#ifndef GEMM_NDIMC
+#define GEMM_NDIMC 16  /* work-items along n; each computes GEMM_NWG / GEMM_NDIMC columns */
+#endif
+#ifndef GEMM_A_KFAST
+#define GEMM_A_KFAST 1 /* 1: A is contiguous along k (a_ks == 1), load k-fastest; 0: m-fastest */
+#endif
+#ifndef GEMM_B_KFAST
+#define GEMM_B_KFAST 0 /* 1: B is contiguous along k, load k-fastest; 0: n-fastest */
+#endif
+
+#define MWI (GEMM_MWG / GEMM_MDIMC)
+#define NWI (GEMM_NWG / GEMM_NDIMC)
+#define NTHREADS (GEMM_MDIMC * GEMM_NDIMC)
+#define A_LOADS (GEMM_MWG * GEMM_KWG / NTHREADS)
+#define B_LOADS (GEMM_NWG * GEMM_KWG / NTHREADS)
+/* Rows of the local tiles are padded by 4 floats: float4 reads stay aligned, and the
+ * transposing stores of A spread over more banks. */
+#define APAD (GEMM_MWG + 4)
+#define BPAD (GEMM_NWG + 4)
+
+inline long gemm_col(const int n, const int P, const int Wo, const long ns, const long hs,
+                     const long ws)
+{
+    const int q = n / P, p = n - q * P;
+    const int ho = p / Wo, wo = p - ho * Wo;
+    return q * ns + ho * hs + wo * ws;
+}
+
+__kernel __attribute__((reqd_work_group_size(GEMM_NDIMC, GEMM_MDIMC, 1)))
+void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
+           __global const float *restrict A, const long a_off, const long a_gs,
+           const long a_bs, const long a_bs2, const long a_ms, const long a_ks,
+           __global const float *restrict B, const long b_off, const long b_gs,
+           const long b_bs, const long b_bs2, const long b_ks,
+           const int bP, const int bWo, const long bns, const long bhs, const long bws,
+           __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
+           const int cP, const int cWo, const long cns, const long chs, const long cws,
+           const int beta)
+{
+    __local float As[GEMM_KWG][APAD];
+    __local float Bs[GEMM_KWG][BPAD];
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    const int tid = ty * GEMM_NDIMC + tx;
+    const int m0 = get_group_id(1) * GEMM_MWG, n0 = get_group_id(0) * GEMM_NWG;
+    const long g = get_group_id(2);
+    const __global float *Ag = A + a_off + g * a_gs;
+    const __global float *Bg = B + b_off + g * b_gs;
+
+    int a_m[A_LOADS], a_k[A_LOADS], b_k[B_LOADS], b_n[B_LOADS];
+    long a_row[A_LOADS], b_col[B_LOADS];
+    bool a_ok[A_LOADS], b_ok[B_LOADS];
+    for (int i = 0; i < A_LOADS; ++i) {
+        const int idx = tid + i * NTHREADS;
+#if GEMM_A_KFAST
+        a_k[i] = idx % GEMM_KWG; a_m[i] = idx / GEMM_KWG;
+#else
+        a_m[i] = idx % GEMM_MWG; a_k[i] = idx / GEMM_MWG;
+#endif
+        a_ok[i] = m0 + a_m[i] < M;
+        a_row[i] = (long)min(m0 + a_m[i], M - 1) * a_ms;
+    }
+    for (int i = 0; i < B_LOADS; ++i) {
+        const int idx = tid + i * NTHREADS;
+#if GEMM_B_KFAST
+        b_k[i] = idx % GEMM_KWG; b_n[i] = idx / GEMM_KWG;
+#else
+        b_n[i] = idx % GEMM_NWG; b_k[i] = idx / GEMM_NWG;
+#endif
+        b_ok[i] = n0 + b_n[i] < N;
+        b_col[i] = gemm_col(min(n0 + b_n[i], N - 1), bP, bWo, bns, bhs, bws);
+    }
+
+    float acc[MWI][NWI];
+    for (int i = 0; i < MWI; ++i)
+        for (int j = 0; j < NWI; ++j)
+            acc[i][j] = 0.0f;
+
+    for (int b = 0; b < NB; ++b) {
+        const long b1 = b / NB2, b2 = b - b1 * NB2;
+        const __global float *Ab = Ag + b1 * a_bs + b2 * a_bs2;
+        const __global float *Bb = Bg + b1 * b_bs + b2 * b_bs2;
+        for (int k0 = 0; k0 < K; k0 += GEMM_KWG) {
+            float ra[A_LOADS], rb[B_LOADS];
+            for (int i = 0; i < A_LOADS; ++i) {
+                const int k = k0 + a_k[i];
+                ra[i] = (a_ok[i] && k < K) ? Ab[a_row[i] + k * a_ks] : 0.0f;
+            }
+            for (int i = 0; i < B_LOADS; ++i) {
+                const int k = k0 + b_k[i];
+                rb[i] = (b_ok[i] && k < K) ? Bb[k * b_ks + b_col[i]] : 0.0f;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int i = 0; i < A_LOADS; ++i)
+                As[a_k[i]][a_m[i]] = ra[i];
+            for (int i = 0; i < B_LOADS; ++i)
+                Bs[b_k[i]][b_n[i]] = rb[i];
+            barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+            for (int kk = 0; kk < GEMM_KWG; ++kk) {
+                float a[MWI], bv[NWI];
+#pragma unroll
+                for (int i = 0; i < MWI / 4; ++i) {
+                    const float4 v = vload4(0, &As[kk][i * GEMM_MDIMC * 4 + ty * 4]);
+                    a[4 * i] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w;
+                }
+#pragma unroll
+                for (int j = 0; j < NWI / 4; ++j) {
+                    const float4 v = vload4(0, &Bs[kk][j * GEMM_NDIMC * 4 + tx * 4]);
+                    bv[4 * j] = v.x; bv[4 * j + 1] = v.y; bv[4 * j + 2] = v.z;
+                    bv[4 * j + 3] = v.w;
+                }
+#pragma unroll
+                for (int i = 0; i < MWI; ++i)
+#pragma unroll
+                    for (int j = 0; j < NWI; ++j)
+                        acc[i][j] = mad(a[i], bv[j], acc[i][j]);
+            }
+        }
+    }
+
+    __global float *Cg = C + c_off + g * c_gs;
+    for (int j = 0; j < NWI; ++j) {
+        const int n = n0 + (j / 4) * GEMM_NDIMC * 4 + tx * 4 + (j % 4);
+        if (n >= N)
+            continue;
+        const long col = gemm_col(n, cP, cWo, cns, chs, cws);
+        for (int i = 0; i < MWI; ++i) {
+            const int m = m0 + (i / 4) * GEMM_MDIMC * 4 + ty * 4 + (i % 4);
+            if (m >= M)
+                continue;
+            __global float *c = Cg + m * c_ms + col;
+            *c = beta ? *c + acc[i][j] : acc[i][j];
+        }
+    }
+}

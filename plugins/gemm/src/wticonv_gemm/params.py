@@ -1,0 +1,116 @@
+"""Kernel parameters of the SGEMM kernels, per device class, and the heuristic that picks
+them.
+
+CPUs (PoCL): ``sgemm_nn`` with GEMM_MR rows x 32 columns per work-item, ``sgemm_nt``
+with 4 x 4 dot products per work-item (kernels/sgemm_cpu.cl). One set of parameters for
+every shape.
+
+GPUs: ``sgemm`` (kernels/sgemm_gpu.cl), a local-memory tiled kernel. A small set of tile
+configurations; for each GEMM the heuristic picks the one with the best predicted
+efficiency (``gpu_config``): the configuration's measured efficiency on a large square
+GEMM times the fraction of its tiles that is useful work (tile remainders in M and N)
+times the fraction of the device the grid fills (work-groups per compute unit).
+
+Every configuration is one build, reused for every size (sizes are kernel arguments).
+The efficiencies are measured (see docs/wti-models.md): SGEMM 4096^3 on the NVIDIA H200
+through its OpenCL driver, and 1024^3 on the development machines' 2-core AMD EPYC through
+PoCL 3.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
+           "efficiency", "cpu_nn_efficiency", "cpu_nt_efficiency"]
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    """Register tile of a CPU kernel: ``mr`` rows x ``nr`` columns per work-item."""
+
+    mr: int
+    nr: int
+    #: Fraction of the measured peak reached on a large GEMM (measured, see module doc).
+    efficiency: float
+
+    @property
+    def options(self) -> str:
+        return f"-DGEMM_MR={self.mr} -DGEMM_NT_MR=4 -DGEMM_NT_NR=4"
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """Tile of the GPU kernel: ``mwg`` x ``nwg`` per work-group, ``kwg`` per local tile,
+    ``mdimc`` x ``ndimc`` work-items."""
+
+    mwg: int
+    nwg: int
+    kwg: int
+    mdimc: int
+    ndimc: int
+    #: Fraction of the measured peak reached on a 4096^3 GEMM (measured, see module doc).
+    efficiency: float
+
+    def options(self, a_kfast: bool, b_kfast: bool) -> str:
+        return (f"-DGEMM_MWG={self.mwg} -DGEMM_NWG={self.nwg} -DGEMM_KWG={self.kwg} "
+                f"-DGEMM_MDIMC={self.mdimc} -DGEMM_NDIMC={self.ndimc} "
+                f"-DGEMM_A_KFAST={int(a_kfast)} -DGEMM_B_KFAST={int(b_kfast)}")
+
+
+CPU_NN = CpuConfig(mr=8, nr=32, efficiency=0.50)
+CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.35)
+
+GPU_CONFIGS = (
+    GpuConfig(128, 128, 8, 16, 16, efficiency=0.44),
+    GpuConfig(128, 64, 16, 16, 16, efficiency=0.37),
+    GpuConfig(64, 64, 16, 16, 16, efficiency=0.29),
+)
+
+
+def _util(size: int, tile: int) -> float:
+    return size / (-(-size // tile) * tile)
+
+
+def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
+               compute_units: int) -> float:
+    """Predicted fraction of peak of ``cfg`` on an M x N x K GEMM (``groups`` of them).
+
+    ``cfg.efficiency * util(M) * util(N) * fill * kfill``: util = useful fraction of the
+    tiles along that axis; fill = min(1, work-groups / (2 x compute units)) (two
+    work-groups per compute unit hide each other's barriers and loads); kfill =
+    K / (K + 2 * kwg) charges the prologue and epilogue of short reductions.
+    """
+    tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
+    fill = min(1.0, tiles / (2.0 * compute_units))
+    kfill = K / (K + 2.0 * cfg.kwg)
+    return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill
+
+
+def cpu_nn_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
+                      contiguous: bool) -> float:
+    """Predicted fraction of peak of ``sgemm_nn``: ``CPU_NN.efficiency * util(M, mr) *
+    util(N, 32) * fill * kfill``, times 0.25 when B's columns must be gathered element by
+    element (strided pixels, pictures under 16 pixels); fill = min(1, work-items /
+    (4 x cores)); kfill = K / (K + 8) (the tile's start and its stores)."""
+    items = -(-M // CPU_NN.mr) * -(-N // 32) * groups
+    fill = min(1.0, items / (4.0 * compute_units))
+    gather = 1.0 if contiguous else 0.25
+    return (CPU_NN.efficiency * _util(M, CPU_NN.mr) * _util(N, 32) * fill * K / (K + 8.0)
+            * gather)
+
+
+def cpu_nt_efficiency(M: int, N: int, K: int, groups: int, compute_units: int) -> float:
+    """Predicted fraction of peak of ``sgemm_nt``: ``CPU_NT.efficiency * util(M, 4) *
+    util(N, 4) * fill * vec``, vec = share of k done in 16-wide vectors (the tail of each
+    row runs scalar, 16 x slower)."""
+    items = -(-M // CPU_NT.mr) * -(-N // CPU_NT.nr) * groups
+    fill = min(1.0, items / (4.0 * compute_units))
+    kv = K // 16 * 16
+    vec = K / (kv + (K - kv) * 16.0) if K else 1.0
+    return CPU_NT.efficiency * _util(M, CPU_NT.mr) * _util(N, CPU_NT.nr) * fill * vec
+
+
+def gpu_config(M: int, N: int, K: int, groups: int, compute_units: int) -> GpuConfig:
+    """The configuration with the best :func:`efficiency` (ties: the earlier one)."""
+    return max(GPU_CONFIGS, key=lambda c: efficiency(c, M, N, K, groups, compute_units))

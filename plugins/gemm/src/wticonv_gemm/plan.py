@@ -1,0 +1,156 @@
+"""Launch plans of the GEMM solvers: a convolution as GEMMs plus im2col / col2im.
+
+Notation: G groups, Cg = C/G, Kg = K/G, CRS = Cg*R*S, P = Ho*Wo, HW = H*W. A chunk is Nc
+consecutive images; its column buffer (workspace) holds, per group, a CRS x (Nc*P)
+row-major matrix (kernels/im2col.cl).
+
+gemm.im2col, per chunk:
+  fwd  im2col(x) -> col;  y[chunk] = w (Kg x CRS) . col (CRS x Nc*P), written into y's NCHW
+  bwd  col = w^T (CRS x Kg) . dy[chunk] (Kg x Nc*P, read in place);  col2im(col) -> dx
+  wrw  im2col(x) -> col;  dw (+)= sum over the chunk's images of dy_n (Kg x P) . col_n^T,
+       accumulated over chunks (beta = 1 after the first)
+
+gemm.1x1 (R = S = 1, no padding, stride 1 or 2): the same GEMMs on x, dy, y and dx in
+place, no workspace; a strided backward-data pass first zeroes dx (the GEMM writes only
+the pixels the stride reaches), and backward weights reduces over images and rows (a
+two-level batch) so that strided pixels need no copy.
+
+Every size, offset and stride is a Python int (exact) and reaches the kernels as a
+64-bit argument where a tensor or the workspace can pass 2^31 elements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .gemm import ColMap, GemmOp, Launch, Operand, gemm_launch
+
+__all__ = ["col_bytes_per_image", "chunk_images", "plan_im2col", "plan_1x1", "IM2COL_LOCAL"]
+
+#: Work-group size (dimension 0) of the im2col, col2im and fill kernels, per device kind.
+IM2COL_LOCAL = {"cpu": 64, "gpu": 256}
+_F32 = 4
+
+
+def col_bytes_per_image(p) -> int:
+    """Workspace bytes of one image's column buffer: G * CRS * P * 4."""
+    return p.groups * (p.c // p.groups) * p.r * p.s * p.ho * p.wo * _F32
+
+
+def chunk_images(p, workspace_bytes: int) -> int:
+    """Images per chunk that fit ``workspace_bytes`` (at most N, at least 0)."""
+    return min(p.n, workspace_bytes // col_bytes_per_image(p))
+
+
+def _conv_args(p) -> list:
+    return [np.int32(v) for v in (p.c, p.h, p.w, p.r, p.s, p.ho, p.wo, p.pad_h, p.pad_w,
+                                  p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+                                  p.groups)]
+
+
+def _round(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
+    """Writes the chunk's column buffer, reads x (cost: both, once)."""
+    rows = p.c * p.r * p.s  # G * Cg*R*S
+    args = ("x", "ws", np.int32(n0), np.int32(nc), *_conv_args(p))
+    traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
+    if kind == "cpu":
+        return Launch("im2col.cl", "", "im2col_cpu", (nc, rows), (1, 1), args, bytes=traffic)
+    local = IM2COL_LOCAL[kind]
+    return Launch("im2col.cl", "", "im2col", (_round(p.ho * p.wo, local), nc, rows),
+                  (local, 1, 1), args, bytes=traffic)
+
+
+def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
+    """Reads the chunk's column buffer, writes dx (cost: both, once)."""
+    args = ("ws", "x", np.int32(n0), np.int32(nc), *_conv_args(p))
+    traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
+    if kind == "cpu":
+        return Launch("im2col.cl", "", "col2im_cpu", (nc, p.c), (1, 1), args, bytes=traffic)
+    local = IM2COL_LOCAL[kind]
+    return Launch("im2col.cl", "", "col2im", (_round(p.h * p.w, local), nc, p.c),
+                  (local, 1, 1), args, bytes=traffic)
+
+
+def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int) -> list[Launch]:
+    """The launches of gemm.im2col for problem ``p`` given ``workspace_bytes``.
+
+    Raises ValueError if not even one image's column buffer fits.
+    """
+    nc_max = chunk_images(p, workspace_bytes)
+    if nc_max < 1:
+        raise ValueError(f"gemm.im2col needs at least {col_bytes_per_image(p)} bytes of "
+                         f"workspace for {p.key}, got {workspace_bytes}")
+    g, cg, kg = p.groups, p.c // p.groups, p.k // p.groups
+    crs, P = cg * p.r * p.s, p.ho * p.wo
+    y_cols = ColMap(P=P, Wo=P, ns=p.k * P, hs=0, ws=1)
+    out: list[Launch] = []
+    for n0 in range(0, p.n, nc_max):
+        nc = min(nc_max, p.n - n0)
+        J = nc * P
+        col = Operand("ws", gs=crs * J, ks=J, ms=J, cols=ColMap())
+        if p.direction == "fwd":
+            out.append(_im2col(p, kind, n0, nc))
+            op = GemmOp(kg, J, crs, a=Operand("w", gs=kg * crs, ms=crs, ks=1),
+                        b=col, c=Operand("y", off=n0 * p.k * P, gs=kg * P, ms=P, cols=y_cols),
+                        groups=g)
+            out.append(gemm_launch(op, kind, compute_units))
+        elif p.direction == "bwd":
+            op = GemmOp(crs, J, kg, a=Operand("w", gs=kg * crs, ms=1, ks=crs),
+                        b=Operand("y", off=n0 * p.k * P, gs=kg * P, ks=P, cols=y_cols),
+                        c=col, groups=g)
+            out.append(gemm_launch(op, kind, compute_units))
+            out.append(_col2im(p, kind, n0, nc))
+        else:
+            out.append(_im2col(p, kind, n0, nc))
+            op = GemmOp(kg, crs, P,
+                        a=Operand("y", off=n0 * p.k * P, gs=kg * P, bs=p.k * P, ms=P, ks=1),
+                        b=Operand("ws", gs=crs * J, bs=P, ks=1, cols=ColMap.strided(J)),
+                        c=Operand("w", gs=kg * crs, ms=crs, cols=ColMap()),
+                        groups=g, nb=nc, beta=int(n0 > 0))
+            out.append(gemm_launch(op, kind, compute_units))
+    return out
+
+
+def plan_1x1(p, kind: str, compute_units: int) -> list[Launch]:
+    """The launches of gemm.1x1 for problem ``p`` (1x1 filter, no padding, stride 1 or 2)."""
+    g, cg, kg = p.groups, p.c // p.groups, p.k // p.groups
+    P, hw = p.ho * p.wo, p.h * p.w
+    pix = ColMap(P=P, Wo=p.wo, ns=p.c * hw, hs=p.stride_h * p.w, ws=p.stride_w)  # x / dx
+    y_cols = ColMap(P=P, Wo=P, ns=p.k * P, hs=0, ws=1)                           # y / dy
+    N = p.n * P
+    if p.direction == "fwd":
+        op = GemmOp(kg, N, cg, a=Operand("w", gs=kg * cg, ms=cg, ks=1),
+                    b=Operand("x", gs=cg * hw, ks=hw, cols=pix),
+                    c=Operand("y", gs=kg * P, ms=P, cols=y_cols), groups=g)
+        return [gemm_launch(op, kind, compute_units)]
+    if p.direction == "bwd":
+        out = []
+        if p.stride_h > 1 or p.stride_w > 1:
+            local = IM2COL_LOCAL[kind]
+            count = p.n * p.c * hw
+            out.append(Launch("im2col.cl", "", "zero_fill", (_round(count, local),), (local,),
+                              ("x", np.int64(count)), bytes=count * _F32))
+        op = GemmOp(cg, N, kg, a=Operand("w", gs=kg * cg, ms=1, ks=cg),
+                    b=Operand("y", gs=kg * P, ks=P, cols=y_cols),
+                    c=Operand("x", gs=cg * hw, ms=hw, cols=pix), groups=g)
+        out.append(gemm_launch(op, kind, compute_units))
+        return out
+    if p.stride_h == 1 and p.stride_w == 1:
+        # wrw, stride 1: dw[k][c] = sum_n sum_p dy[n][k][p] * x[n][c][p]  (k of the GEMM = p)
+        op = GemmOp(kg, cg, P, a=Operand("y", gs=kg * P, bs=p.k * P, ms=P, ks=1),
+                    b=Operand("x", gs=cg * hw, bs=p.c * hw, ks=1, cols=ColMap.strided(hw)),
+                    c=Operand("w", gs=kg * cg, ms=cg, cols=ColMap()), groups=g, nb=p.n)
+        return [gemm_launch(op, kind, compute_units)]
+    # wrw, strided: a two-level reduction over images n and output rows ho of
+    #   sum_wo dy[n][k][ho][wo] * x[n][c][ho*u][wo*v]   (k of the GEMM = wo)
+    op = GemmOp(kg, cg, p.wo,
+                a=Operand("y", gs=kg * P, bs=p.k * P, bs2=p.wo, ms=P, ks=1),
+                b=Operand("x", gs=cg * hw, bs=p.c * hw, bs2=p.stride_h * p.w, ks=p.stride_w,
+                          cols=ColMap.strided(hw)),
+                c=Operand("w", gs=kg * cg, ms=cg, cols=ColMap()),
+                groups=g, nb=p.n * p.ho, nb2=p.ho)
+    return [gemm_launch(op, kind, compute_units)]

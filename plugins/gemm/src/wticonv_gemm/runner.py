@@ -1,0 +1,47 @@
+"""Enqueue a plan (a list of :class:`~wticonv_gemm.gemm.Launch`) on a device.
+
+Programs come from the device's program cache (one build per source file and option set);
+kernel objects are kept per device so that they are not created again for every launch.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import threading
+import weakref
+
+import pyopencl as cl
+
+__all__ = ["enqueue", "kernel_source"]
+
+_kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_sources: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def kernel_source(name: str) -> str:
+    """The OpenCL C source ``kernels/<name>`` of this package."""
+    if name not in _sources:
+        _sources[name] = importlib.resources.files("wticonv_gemm").joinpath(
+            "kernels", name).read_text()
+    return _sources[name]
+
+
+def _kernel(device, source: str, options: str, name: str) -> cl.Kernel:
+    with _lock:
+        per_device = _kernels.setdefault(device, {})
+        key = (source, options, name)
+        k = per_device.get(key)
+        if k is None:
+            prg = device.build(kernel_source(source), options)
+            k = per_device[key] = cl.Kernel(prg, name)
+        return k
+
+
+def enqueue(device, launches, buffers: dict) -> None:
+    """Enqueue ``launches`` in order, binding buffer names (``"x"``, ``"w"``, ``"y"``,
+    ``"ws"``) to ``buffers``."""
+    for launch in launches:
+        kernel = _kernel(device, launch.source, launch.options, launch.kernel)
+        args = [buffers[a] if isinstance(a, str) else a for a in launch.args]
+        device.enqueue_kernel(kernel, launch.global_size, launch.local_size, *args)

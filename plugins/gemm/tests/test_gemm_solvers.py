@@ -1,0 +1,160 @@
+"""gemm.im2col and gemm.1x1 against the float64 reference: network layers, edge shapes,
+the chunked path, and 64-bit planning of problems too large to allocate."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from wticonv import ConvProblem, reference, rms_range
+from wticonv.networks import load_network
+from wticonv_gemm import plan
+from wticonv_gemm.im2col import chunk_for
+from wticonv_gemm.im2col import solver as im2col_solver
+from wticonv_gemm.onebyone import solver as onebyone_solver
+
+P = ConvProblem
+OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+
+
+def check(handle, p: ConvProblem, solver: str, seed: int = 0, **kw) -> float:
+    rng = np.random.default_rng(seed)
+    given = {k: rng.uniform(-1, 1, s).astype(np.float32)
+             for k, s in (("x", p.x_shape), ("w", p.w_shape), ("y", p.y_shape))
+             if k != OUT[p.direction]}
+    result = handle.compute(p, solver=solver, **given, **kw)
+    err = rms_range(result, reference(p, **given))
+    assert err < 1e-5, f"{solver} {p.key}: rms_range {err:.3g}"
+    return err
+
+
+def _layers(name):
+    return [pytest.param(layer.problem, id=f"{name}-{layer.problem.key}")
+            for layer in load_network(name, 1).layers]
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("p", _layers("resnet50") + _layers("inception3"))
+def test_network_layers(handle, p, direction):
+    q = p.with_direction(direction)
+    check(handle, q, "gemm.im2col")
+    if onebyone_solver.is_applicable(q, handle.device) is True:
+        check(handle, q, "gemm.1x1")
+
+
+EDGE = {
+    "tile remainders everywhere": P(3, 13, 11, 9, 37, 3, 3, pad_h=1, pad_w=1),
+    "prime sizes, stride 2": P(2, 17, 23, 19, 29, 5, 3, pad_h=2, pad_w=1, stride_h=2,
+                               stride_w=2),
+    "1x1 stride 2": P(2, 24, 15, 13, 40, 1, 1, stride_h=2, stride_w=2),
+    "1x1 stride 2x1": P(2, 8, 9, 11, 16, 1, 1, stride_h=2),
+    "1x1 on a 5x5 picture (columns cross images)": P(5, 48, 5, 5, 40, 1, 1),
+    "1x1 on a 2x3 picture": P(7, 16, 2, 3, 24, 1, 1),
+    "dilation 2": P(2, 16, 17, 15, 16, 3, 3, pad_h=2, pad_w=2, dilation_h=2, dilation_w=2),
+    "dilation 3 with groups": P(1, 12, 19, 19, 18, 3, 3, pad_h=3, pad_w=3, dilation_h=3,
+                                dilation_w=3, groups=3),
+    "groups 4": P(2, 32, 9, 9, 64, 3, 3, pad_h=1, pad_w=1, groups=4),
+    "depthwise": P(2, 16, 12, 12, 16, 3, 3, pad_h=1, pad_w=1, groups=16),
+    "1x1 with groups": P(3, 32, 7, 7, 48, 1, 1, groups=4),
+    "K = 1": P(2, 8, 10, 10, 1, 3, 3, pad_h=1, pad_w=1),
+    "C = 1": P(2, 1, 10, 10, 8, 3, 3, pad_h=1, pad_w=1),
+    "C = K = 1, 1x1": P(3, 1, 6, 6, 1, 1, 1),
+    "large C, small picture": P(1, 2048, 3, 3, 16, 3, 3, pad_h=1, pad_w=1),
+    "large C 1x1": P(2, 1536, 4, 4, 24, 1, 1),
+    "1x1 picture, padding 1": P(2, 8, 1, 1, 8, 3, 3, pad_h=1, pad_w=1),
+    "filter larger than stride": P(1, 4, 12, 12, 8, 2, 2, stride_h=3, stride_w=3),
+    "pad larger than filter": P(1, 3, 4, 4, 5, 2, 2, pad_h=3, pad_w=3),
+    "non-square filter 1x7": P(2, 8, 9, 17, 8, 1, 7, pad_w=3),
+    "non-square filter 7x1": P(2, 8, 17, 9, 8, 7, 1, pad_h=3),
+}
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("name", list(EDGE))
+def test_edge_shapes(handle, name, direction):
+    q = EDGE[name].with_direction(direction)
+    check(handle, q, "gemm.im2col", seed=len(name))
+    if onebyone_solver.is_applicable(q, handle.device) is True:
+        check(handle, q, "gemm.1x1", seed=len(name))
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+def test_chunked_under_a_small_workspace_limit(handle, direction):
+    p = P(5, 6, 9, 8, 10, 3, 3, pad_h=1, pad_w=1, direction=direction)
+    per_image = plan.col_bytes_per_image(p)
+    assert per_image == 6 * 9 * 9 * 8 * 4
+    limit = int(2.5 * per_image)
+    sel = handle.select(p, workspace_limit=limit, solver="gemm.im2col")
+    assert sel.chosen.workspace == 2 * per_image  # 2 images per chunk: 3 chunks for N=5
+    launches = plan.plan_im2col(p, "cpu", 2, 2 * per_image)
+    assert len(launches) == 6
+    check(handle, p, "gemm.im2col", workspace_limit=limit)
+    whole = handle.select(p, solver="gemm.im2col").chosen.workspace
+    assert whole == 5 * per_image
+
+
+def test_declines_below_one_image(handle):
+    p = P(4, 16, 10, 10, 8, 3, 3, pad_h=1, pad_w=1)
+    need = plan.col_bytes_per_image(p)
+    verdict = im2col_solver.is_applicable(p, handle.device, need - 1)
+    assert not verdict
+    assert verdict.reason == (f"needs at least {need} bytes of workspace (one image's column "
+                              f"buffer); the limit is {need - 1}")
+    assert im2col_solver.is_applicable(p, handle.device, need) is True
+
+
+@pytest.mark.parametrize("p, reason", [
+    (P(1, 4, 8, 8, 4, 3, 3), "only 1x1 filters (this one is 3x3)"),
+    (P(1, 4, 8, 8, 4, 1, 1, pad_h=1), "only unpadded 1x1 convolutions"),
+    (P(1, 4, 8, 8, 4, 1, 1, stride_h=3), "only strides 1 and 2 (stride 3x1)"),
+])
+def test_1x1_declines_with_reason(handle, p, reason):
+    verdict = onebyone_solver.is_applicable(p, handle.device)
+    assert not verdict and verdict.reason == reason
+
+
+def test_1x1_has_no_workspace_and_beats_im2col_on_1x1(handle):
+    p = P(8, 256, 28, 28, 512, 1, 1)
+    sel = handle.select(p)
+    by_id = {v.solver_id: v for v in sel.verdicts}
+    assert by_id["gemm.1x1"].workspace == 0
+    assert by_id["gemm.1x1"].wti > by_id["gemm.im2col"].wti > by_id["direct.naive"].wti
+    assert sel.solver_id == "gemm.1x1"
+
+
+HUGE_GPU = SimpleNamespace(kind="gpu", info=SimpleNamespace(
+    compute_units=132, max_alloc_bytes=2**40, max_work_group_size=1024))
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+def test_planning_past_2_31_is_64_bit(direction):
+    # 4608 x 802816 = 3.7e9 column elements: planned, never allocated.
+    p = P(n=256, c=512, h=56, w=56, k=512, r=3, s=3, pad_h=1, pad_w=1, direction=direction)
+    nc = chunk_for(p, HUGE_GPU, None)
+    assert nc == 256
+    ws = nc * plan.col_bytes_per_image(p)
+    assert ws // 4 == 4608 * 256 * 3136 > 2**31
+    launches = plan.plan_im2col(p, "gpu", 132, ws)
+    gemm = next(launch for launch in launches if launch.kernel == "sgemm")
+    for launch in launches:
+        for arg in launch.args:
+            if isinstance(arg, np.integer):
+                assert arg.dtype in (np.int32, np.int64)
+                if abs(int(arg)) >= 2**31:
+                    assert arg.dtype == np.int64
+    # the column buffer's group/row stride (J = 802816 columns x 4608 rows) and the
+    # offsets of y/dy reach past 2^31 and travel as 64-bit arguments
+    big = [int(a) for a in gemm.args if isinstance(a, np.int64) and int(a) >= 2**31]
+    sizes = {"fwd": 2**31, "bwd": 2**31, "wrw": 0}[direction]
+    if sizes:
+        assert big, "no 64-bit argument past 2^31 in the GEMM launch"
+    src = open(plan.__file__.replace("plan.py", "kernels/im2col.cl")).read()
+    assert "col[(long)row * Nc * P + (long)n * P + p] = v;" in src
+
+
+def test_chunks_keep_the_gemm_width_32_bit():
+    p = P(n=65536, c=4, h=224, w=224, k=4, r=1, s=1)
+    nc = chunk_for(p, HUGE_GPU, None)
+    assert nc * 224 * 224 < 2**31 and (nc + 1) * 224 * 224 >= 2**31
