@@ -1,0 +1,104 @@
+"""Our SGEMM kernels against the vendor BLAS through PyTorch (cuBLAS with TF32 off on the
+GPU, oneDNN/MKL on the CPU), same sizes, same run.
+
+    python benchmarks/sgemm_vs_blas.py                 # default device, 4096^3 and others
+    python benchmarks/sgemm_vs_blas.py --device gpu --sizes 4096x4096x4096
+
+Prints per size: our time and TFLOP/s (median of OpenCL profiling events), the BLAS time
+and TFLOP/s (CUDA events / wall clock), the ratio ours / BLAS, the fraction of the
+device's measured peak, and the error against a float64 product on a sample of rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import wticonv
+from wticonv_gemm import runner
+from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
+
+
+def ours(handle, M, N, K, iterations):
+    dev = handle.device
+    rng = np.random.default_rng(0)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.alloc(4 * M * N)}
+    op = GemmOp(M, N, K, a=Operand("a", ms=K, ks=1), b=Operand("b", ks=N, cols=ColMap()),
+                c=Operand("c", ms=N, cols=ColMap()))
+    launch = gemm_launch(op, "cpu" if dev.kind == "cpu" else "gpu", dev.info.compute_units)
+    runner.enqueue(dev, [launch], bufs)
+    dev.queue.finish()
+    times = []
+    for _ in range(iterations):
+        with dev.profile() as prof:
+            runner.enqueue(dev, [launch], bufs)
+        times.append(prof.kernel_ms)
+    C = dev.download(bufs["c"], (M, N))
+    rows = rng.choice(M, size=min(M, 64), replace=False)
+    ref = A[rows].astype(np.float64) @ B.astype(np.float64)
+    err = float(np.abs(C[rows] - ref).max() / np.abs(ref).max())
+    for b in bufs.values():
+        b.release()
+    return statistics.median(times), err, launch.options
+
+
+def blas(torch, kind, M, N, K, iterations):
+    dev = torch.device("cuda" if kind == "gpu" else "cpu")
+    a = torch.rand(M, K, device=dev)
+    b = torch.rand(K, N, device=dev)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(iterations):
+        if dev.type == "cuda":
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            a @ b
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+        else:
+            t0 = time.perf_counter()
+            a @ b
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--sizes", default="4096x4096x4096,2048x4096x2048,1024x1024x1024",
+                    help="comma-separated MxNxK")
+    ap.add_argument("-i", "--iterations", type=int, default=10)
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    handle = wticonv.Handle(args.device)
+    kind = "gpu" if handle.device.kind == "gpu" else "cpu"
+    if kind == "cpu":
+        torch.set_num_threads(handle.device.info.compute_units)
+    peak = handle.device.peak_flops
+    print(f"{handle.device.info.name}: measured peak {peak / 1e12:.2f} TFLOP/s; "
+          f"BLAS via PyTorch {torch.__version__} ({'cuBLAS, TF32 off' if kind == 'gpu' else 'CPU'})")
+    for size in args.sizes.split(","):
+        M, N, K = (int(v) for v in size.lower().split("x"))
+        flops = 2 * M * N * K
+        t_ours, err, options = ours(handle, M, N, K, args.iterations)
+        t_blas = blas(torch, kind, M, N, K, args.iterations)
+        print(f"{M}x{N}x{K}: ours {t_ours:.3f} ms = {flops / t_ours / 1e9:.2f} TFLOP/s "
+              f"({flops / t_ours / 1e9 / (peak / 1e12) * 100:.0f} % of peak); BLAS "
+              f"{t_blas:.3f} ms = {flops / t_blas / 1e9:.2f} TFLOP/s; ours/BLAS time "
+              f"{t_ours / t_blas:.2f} (ours = {t_blas / t_ours * 100:.0f} % of BLAS); "
+              f"max rel. error {err:.1e}; [{options}]", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
