@@ -95,7 +95,7 @@ def main(argv=None) -> int:
             tflops = p.flops / (ours * 1e-3) / 1e12
             row = dict(layer=layer.name, direction=d, key=p.key, solver=m.solver_id,
                        ours_ms=ours, torch_ms=theirs, ratio=ours / theirs, tflops=tflops,
-                       peak_fraction=tflops * 1e12 / peak, error=m.error, ok=m.ok,
+                       peak_fraction=tflops * 1e12 / peak, error=m.error, ok=bool(m.ok),
                        is_1x1=p.r == 1 and p.s == 1, count=layer.count)
             rows.append(row)
             print(f"{layer.name[:16]:16} {d:3} {p.key:58} {m.solver_id:12} {ours:9.3f} "

@@ -119,3 +119,64 @@ def test_explain_without_running(handle):
     sel = wticonv.explain(ConvProblem(1, 3, 8, 8, 4, 3, 3), handle=handle)
     naive = next(v for v in sel.verdicts if v.solver_id == "direct.naive")
     assert naive.applicable and naive.wti == 0.01 and naive.workspace == 0
+
+
+def test_compute_checks_its_arrays(handle):
+    p = ConvProblem(4, 3, 6, 6, 2, 3, 3)
+    x, w = rand(4, 3, 6, 6), rand(2, 3, 3, 3)
+    with pytest.raises(TensorError, match="needs the array x of shape"):
+        handle.compute(p, w=w)
+    with pytest.raises(TensorError, match=r"array x must be floating point of shape \(4, 3, 6, 6\)"):
+        handle.compute(p, x=x[:1], w=w)
+
+
+def test_tensor_larger_than_the_device_is_a_clear_error(handle):
+    from wticonv import DeviceMemoryError
+
+    side = int((handle.device.info.max_alloc_bytes // 4) ** 0.5) + 2
+    p = ConvProblem(1, 1, side, side, 1, 1, 1)
+    with pytest.raises(DeviceMemoryError, match="more than the largest buffer"):
+        handle.compute(p, x=np.zeros((1, 1, 1, 1), np.float32), w=np.ones((1, 1, 1, 1),
+                                                                          np.float32))
+
+
+def test_fallback_reports_the_solver_that_ran():
+    from wticonv import Handle, SolverWarning, hookimpl
+    from wticonv.bench import measure
+    from wticonv.plugins import SolverRegistry
+
+    calls = []
+
+    class Broken:
+        solver_id = "broken.run"
+
+        @hookimpl
+        def is_applicable(self):
+            return True
+
+        @hookimpl
+        def is_dynamic(self):
+            return True
+
+        @hookimpl
+        def get_wti(self):
+            return 5.0
+
+        @hookimpl
+        def workspace_size(self):
+            return 0
+
+        @hookimpl
+        def run(self, problem):
+            calls.append(problem.key)
+            raise RuntimeError("kernel exploded")
+
+    reg = SolverRegistry()
+    reg.register(Broken())
+    h = Handle(wticonv.get_handle().device, reg)
+    p = ConvProblem(2, 3, 8, 8, 4, 3, 3, pad_h=1, pad_w=1)
+    with pytest.warns(SolverWarning, match="kernel exploded"):
+        m = measure(h, p, iterations=3)
+    assert m.solver_id != "broken.run" and m.verdict.solver_id == m.solver_id
+    assert m.verdict.wti != 5.0 and m.ok
+    assert calls == [p.key]

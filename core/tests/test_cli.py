@@ -111,3 +111,46 @@ def test_console_script_exit_status_and_no_traceback():
     ok = subprocess.run([sys.executable, "-m", "wticonv", "--version"], capture_output=True,
                         text=True)
     assert ok.returncode == 0 and "wticonv" in ok.stdout
+
+
+def test_no_arguments_prints_help(capsys):
+    rc, out, _ = run(capsys)
+    assert rc == 0 and out.startswith("Usage: wticonv") and "bench" in out
+
+
+def test_passthrough_commands_take_dash_h(capsys):
+    rc, out, _ = run(capsys, "explain", "-h")
+    assert rc == 0 and "find-db key" in out
+
+
+def test_conv_reports_each_direction_even_when_one_declines(capsys):
+    rc, out, _ = run(capsys, "conv", "-n", "2", "-c", "4", "-H", "6", "-W", "6", "-k", "4",
+                     "-y", "1", "-x", "1", "-p", "1", "-S", "gemm.1x1", "-i", "1")
+    assert rc == 1
+    assert out.count("FAILED: solver 'gemm.1x1' cannot run problem") == 3
+    assert "only unpadded 1x1 convolutions" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["bench", "resnet50", "-S", "nope.nope"], "no solver 'nope.nope' is installed"),
+    (["conv", "-V", "2"], "-V 2 must be 0 or 1"),
+])
+def test_more_bad_arguments(capsys, argv, fragment):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and err.count("\n") == 1 and fragment in err
+
+
+def test_bench_directory_is_refused(capsys, tmp_path):
+    rc, _, err = run(capsys, "bench", str(tmp_path))
+    assert rc == 2 and "is a directory" in err
+
+
+def test_bench_line_forw_limits_that_layer(capsys, tmp_path):
+    f = tmp_path / "net.txt"
+    f.write_text("conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1 -F 1 -S x.y\n"
+                 "conv -n 1 -c 4 -H 7 -W 7 -k 4 -y 3 -x 3 -p 1 -q 1\n")
+    rc, out, _ = run(capsys, "bench", str(f), "--json", "-i", "1")
+    data = json.loads(out)
+    assert rc == 0
+    assert [r["direction"] for r in data["rows"]] == ["fwd", "fwd", "bwd", "wrw"]
+    assert any("-S" in note and "ignored" in note for note in data["notes"])

@@ -73,3 +73,14 @@ def test_unusable_device_is_remembered(handle, tmp_path):
 
     with pytest.raises(KernelBuildError, match="unknown target CPU"):
         dev.peak_flops  # noqa: B018
+
+
+def test_named_unusable_device_is_refused_with_a_hint(handle, tmp_path):
+    from wticonv.peak import probe_key
+
+    store = Store(tmp_path)
+    store.put_device_unusable(probe_key(handle.device.key), "error: unknown target CPU 'generic'")
+    with pytest.raises(DeviceError) as e:
+        select_device(handle.device.info.index, store)
+    assert "cannot build kernels (error: unknown target CPU 'generic')" in str(e.value)
+    assert "Devices present:" in str(e.value)

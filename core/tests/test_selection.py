@@ -16,7 +16,8 @@ from wticonv import (ConvProblem, Decline, NoApplicableSolverError, SolverNotApp
 from wticonv.plugins import SolverRegistry
 from wticonv.selection import select
 
-DEVICE = SimpleNamespace(peak_flops=1e12, kind="cpu")
+DEVICE = SimpleNamespace(peak_flops=1e12, kind="cpu",
+                         info=SimpleNamespace(max_alloc_bytes=2**34))
 PROBLEM = ConvProblem(n=2, c=16, h=14, w=14, k=32, r=3, s=3, pad_h=1, pad_w=1)
 
 

@@ -33,7 +33,7 @@ def test_store_round_trips(tmp_path):
 
 def test_corrupt_database_is_moved_aside(tmp_path):
     (tmp_path / "wticonv.sqlite").write_bytes(b"this is not a database" * 100)
-    with pytest.warns(UserWarning, match="cannot be read"):
+    with pytest.warns(UserWarning, match="cannot be used"):
         s = Store(tmp_path)
         s.put_device_figures("dev", 1.0, 2.0)
     assert s.get_device_figures("dev") == (1.0, 2.0)
@@ -79,3 +79,38 @@ def test_build_error_carries_the_log(handle, tmp_path):
         dev.build("__kernel void broken(__global float *a) { a[0] = undefined_name; }")
     assert "undefined_name" in str(e.value)
     assert dev.info.name in str(e.value)
+
+
+def test_foreign_schema_is_moved_aside(tmp_path):
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "wticonv.sqlite")
+    conn.execute("CREATE TABLE device_figures (device_key TEXT, peak TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.warns(UserWarning, match="lacks column"):
+        s = Store(tmp_path)
+        s.put_device_figures("dev", 3.0, 4.0)
+    assert s.get_device_figures("dev") == (3.0, 4.0)
+
+
+def test_non_numeric_figures_are_ignored(tmp_path):
+    s = Store(tmp_path)
+    s._write("INSERT INTO device_figures VALUES (?, ?, ?, ?)", ("dev", "fast", 1.0, 0.0))
+    assert s.get_device_figures("dev") is None
+
+
+def test_keep_best_figures(tmp_path):
+    s = Store(tmp_path)
+    assert s.put_device_figures("dev", 100.0, 10.0) == (100.0, 10.0)
+    assert s.put_device_figures("dev", 80.0, 12.0, keep_best=True) == (100.0, 12.0)
+    assert s.get_device_figures("dev") == (100.0, 12.0)
+
+
+def test_cache_dir_that_is_a_file(tmp_path):
+    from wticonv.errors import StoreError
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(StoreError, match="is not a directory|cannot use"):
+        Store(f).get_device_figures("dev")

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .api import conv2d, conv2d_input, conv2d_weight
 from .device import Device, DeviceInfo, list_devices, select_device
-from .errors import (DeviceError, DriverArgsError, KernelBuildError, KeyFormatError,
+from .errors import (ArgumentError, DeviceError, DeviceMemoryError, DriverArgsError, KernelBuildError,
+                     KeyFormatError,
                      NetworkError, NoApplicableSolverError, PluginError, ProblemError,
                      SolverNotApplicableError, SolverNotFoundError, SolverRunError,
                      SolverWarning, TensorError, WticonvError)
@@ -57,8 +58,8 @@ __all__ = [
     "ConvProblem", "DIRECTIONS", "ConvTensors", "Device", "DeviceInfo", "Handle", "RunResult",
     "Selection", "Verdict", "Decline", "hookimpl", "WTI_UNKNOWN", "DEFAULT_TOLERANCE",
     "get_handle", "list_devices", "select_device", "reference", "rms_range",
-    "WticonvError", "ProblemError", "KeyFormatError", "DriverArgsError", "TensorError",
-    "DeviceError", "KernelBuildError", "PluginError", "SolverNotFoundError",
+    "WticonvError", "ArgumentError", "ProblemError", "KeyFormatError", "DriverArgsError", "TensorError",
+    "DeviceError", "DeviceMemoryError", "KernelBuildError", "PluginError", "SolverNotFoundError",
     "SolverNotApplicableError", "NoApplicableSolverError", "SolverRunError", "NetworkError",
     "SolverWarning", "__version__",
 ]

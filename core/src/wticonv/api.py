@@ -76,13 +76,15 @@ def _as_f32(a, name: str, ndim: int = 4) -> np.ndarray:
 
 
 def _shape4(size, name: str) -> tuple[int, int, int, int]:
-    try:
-        t = tuple(int(v) for v in size)
-    except TypeError:
-        raise TensorError(f"{name}={size!r} must be a sequence of 4 ints (NCHW)") from None
-    if len(t) != 4:
-        raise TensorError(f"{name}={size!r} must have 4 entries (NCHW), it has {len(t)}")
-    return t  # type: ignore[return-value]
+    if isinstance(size, (str, bytes)) or not isinstance(size, Sequence) and not hasattr(
+            size, "__len__"):
+        raise TensorError(f"{name}={size!r} must be a sequence of 4 ints (NCHW)")
+    values = list(size)
+    if len(values) != 4:
+        raise TensorError(f"{name}={size!r} must have 4 entries (NCHW), it has {len(values)}")
+    if not all(hasattr(v, "__index__") and not isinstance(v, bool) for v in values):
+        raise TensorError(f"{name}={tuple(values)!r} must hold 4 integers (NCHW)")
+    return tuple(int(v.__index__()) for v in values)  # type: ignore[return-value]
 
 
 class _Geometry:

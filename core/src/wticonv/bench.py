@@ -20,7 +20,7 @@ from .handle import Handle
 from .networks import Network
 from .problem import DIRECTIONS, ConvProblem
 from .reference import reference, rms_range
-from .selection import Selection
+from .selection import Selection, Verdict
 from .tensors import ConvTensors
 
 __all__ = ["BenchRow", "BenchReport", "Measurement", "measure", "run_bench", "parse_directions",
@@ -65,6 +65,7 @@ class BenchReport:
     iterations: int
     layers: int = 0
     rows: list[BenchRow] = field(default_factory=list)
+    interrupted: bool = False
     source_builds: int = 0
     binary_loads: int = 0
     notes: list[str] = field(default_factory=list)
@@ -132,6 +133,9 @@ class Measurement:
     ----------
     selection : Selection
         The immediate-mode (or forced) choice.
+    verdict : Verdict
+        The verdict of the solver that ran (the chosen one, or the next candidate when the
+        chosen one failed).
     solver_id : str
         The solver that ran.
     workspace : int
@@ -145,6 +149,7 @@ class Measurement:
     """
 
     selection: Selection
+    verdict: Verdict
     solver_id: str
     workspace: int
     kernel_ms: list[float]
@@ -155,7 +160,7 @@ class Measurement:
     @property
     def ok(self) -> bool:
         """Verified within tolerance (or not verified)."""
-        return self.error is None or self.error <= self.tolerance
+        return bool(self.error is None or self.error <= self.tolerance)
 
 
 def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True,
@@ -179,12 +184,13 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
                           else dev.alloc(4 * int(np.prod(shape))))
         tensors = ConvTensors(bufs["x"], bufs["w"], bufs["y"])
         first = handle.run(p, tensors, selection=sel)
-        m = Measurement(sel, first.solver_id, first.workspace, [], [])
+        m = Measurement(sel, first.verdict, first.solver_id, first.workspace, [], [])
+        sel = first.selection_used()
         if verify:
             result = dev.download(bufs[out_name], shapes[out_name])
             ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
-            m.error = rms_range(result, ref)
-            m.tolerance = solver_tolerance(handle, m.solver_id)
+            m.error = float(rms_range(result, ref))
+            m.tolerance = float(solver_tolerance(handle, m.solver_id))
         for _ in range(iterations):
             t0 = time.perf_counter()
             m.kernel_ms.append(handle.run(p, tensors, selection=sel).kernel_ms)
@@ -201,7 +207,7 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
 def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, verify: bool,
                workspace_limit: int | None, solver: str | None, seed: int) -> None:
     m = measure(handle, p, iterations, verify, workspace_limit, solver, seed)
-    v = m.selection.chosen
+    v = m.verdict
     row.solver, row.wti, row.workspace, row.predicted_ms = (m.solver_id, v.wti, m.workspace,
                                                             v.predicted_ms)
     row.error, row.tolerance = m.error, m.tolerance
@@ -228,7 +234,8 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
         Called before each layer/direction and once at the end.
 
     A layer that cannot run (no solver, a solver failure) becomes a failed row with its
-    message; the bench goes on.
+    message; the bench goes on. Ctrl-C stops it: the report holds the rows done so far and
+    ``interrupted`` is set.
     """
     dev = handle.device
     counters = dev.programs.counters
@@ -240,7 +247,8 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
         device=f"{dev.info.name} ({dev.info.platform} {dev.info.driver_version})",
         peak_gflops=dev.peak_flops / 1e9, directions=list(directions), iterations=iterations,
         layers=len(network.layers), notes=list(network.notes))
-    jobs = [(i, layer, d) for i, layer in enumerate(network.layers) for d in directions]
+    jobs = [(i, layer, d) for i, layer in enumerate(network.layers) for d in directions
+            if layer.directions is None or d in layer.directions]
     for done, (i, layer, d) in enumerate(jobs):
         p = layer.problem.with_direction(d)
         if progress is not None:
@@ -251,7 +259,10 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
             _bench_one(handle, p, row, iterations, verify, workspace_limit, solver, seed=i)
         except WticonvError as e:
             row.ok = False
-            row.message = str(e).splitlines()[0]
+            row.message = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        except KeyboardInterrupt:
+            report.interrupted = True
+            break
         report.rows.append(row)
     if progress is not None:
         progress(len(jobs), len(jobs), "done")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
-from .errors import DeviceError, KernelBuildError
+from .errors import DeviceError, DeviceMemoryError, KernelBuildError
 from .programs import ProgramCache
 from .store import Store
 
@@ -223,6 +223,17 @@ class Device:
 
         return self.store.get_device_unusable(probe_key(self.key))
 
+    def measure_figures(self) -> tuple[float, float]:
+        """Measure peak and bandwidth again now; the store keeps, for each, the best of
+        this and earlier measurements (a busy machine only reads low). Returns them."""
+        from .peak import measure_device_figures
+
+        with self._figures.lock:
+            peak, bw = self.store.put_device_figures(self.key, *measure_device_figures(self),
+                                                     keep_best=True)
+            self._figures.peak_flops, self._figures.bandwidth = peak, bw
+        return peak, bw
+
     @property
     def figures_known(self) -> bool:
         """True when peak and bandwidth are measured (in memory or in the store)."""
@@ -273,18 +284,40 @@ class Device:
             stack.remove(prof)
 
     # ----------------------------------------------------------------------- memory
-    def alloc(self, nbytes: int) -> cl.Buffer | None:
-        """A device buffer of ``nbytes`` bytes (None for 0)."""
+    def check_alloc(self, nbytes: int, what: str = "a buffer") -> None:
+        """Raise :class:`DeviceMemoryError` if ``nbytes`` exceed the device's largest buffer."""
+        if nbytes > self.info.max_alloc_bytes:
+            raise DeviceMemoryError(
+                f"{what} needs {nbytes} bytes, more than the largest buffer of "
+                f"{self.info.name} ({self.info.max_alloc_bytes} bytes); use a smaller "
+                "batch or picture, or another device")
+
+    def alloc(self, nbytes: int, what: str = "a buffer") -> cl.Buffer | None:
+        """A device buffer of ``nbytes`` bytes (None for 0).
+
+        Raises :class:`DeviceMemoryError` if it does not fit the device.
+        """
         if nbytes <= 0:
             return None
-        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, int(nbytes))
+        self.check_alloc(nbytes, what)
+        try:
+            return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, int(nbytes))
+        except (cl.Error, MemoryError) as e:
+            raise DeviceMemoryError(f"cannot allocate {what} of {nbytes} bytes on "
+                                    f"{self.info.name}: {e}") from None
 
-    def upload(self, array: np.ndarray) -> cl.Buffer:
-        """Copy a C-contiguous array to a new device buffer."""
+    def upload(self, array: np.ndarray, what: str = "an array") -> cl.Buffer:
+        """Copy a C-contiguous array to a new device buffer (DeviceMemoryError if it does
+        not fit)."""
         a = np.ascontiguousarray(array)
-        buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(a.nbytes, 4))
+        buf = self.alloc(max(a.nbytes, 4), what)
         if a.nbytes:
-            cl.enqueue_copy(self.queue, buf, a)
+            try:
+                cl.enqueue_copy(self.queue, buf, a)
+            except (cl.Error, MemoryError) as e:
+                buf.release()
+                raise DeviceMemoryError(f"cannot copy {what} of {a.nbytes} bytes to "
+                                        f"{self.info.name}: {e}") from None
         return buf
 
     def download(self, buf: cl.Buffer, shape: tuple[int, ...],
@@ -296,34 +329,55 @@ class Device:
         return out
 
 
+_NOT_BUILDING_HINT = ("PyPI's PoCL does not know some recent CPUs: install your "
+                      "distribution's PoCL, e.g. 'sudo apt-get install pocl-opencl-icd' on "
+                      "Debian/Ubuntu")
+
+
+def _check_usable(dev: Device) -> bool:
+    """Measure ``dev``'s figures if needed; False (after one warning, when first found) if
+    its driver cannot build the measuring kernels."""
+    if dev.unusable_reason is not None:
+        return False
+    try:
+        dev.peak_flops  # noqa: B018 - measures once, then cached
+        return True
+    except (KernelBuildError, cl.Error) as e:
+        warnings.warn(f"wticonv: skipping OpenCL device {dev.info.index} {dev.info.name!r} "
+                      f"({dev.info.platform} {dev.info.driver_version}): it cannot build "
+                      f"kernels ({e})", stacklevel=4)
+        return False
+
+
+def _unusable_error(dev: Device, listing: str) -> DeviceError:
+    reason = dev.unusable_reason or "it cannot build kernels"
+    hint = _NOT_BUILDING_HINT if dev.kind == "cpu" else "update the device's OpenCL driver"
+    return DeviceError(f"OpenCL device {dev.info.index} {dev.info.name!r} ({dev.info.platform} "
+                       f"{dev.info.driver_version}) cannot build kernels ({reason}); {hint}. "
+                       f"Devices present: {listing}")
+
+
 def _fastest(devices: list[Device], listing: str) -> Device:
-    """The device with the highest measured peak; devices that cannot build or run the
-    measuring kernels (e.g. an old PoCL that does not know this CPU) are skipped."""
-    usable = []
-    for dev in devices:
-        if dev.unusable_reason is not None:
-            continue  # reported when it was first found unusable; see `wticonv devices`
-        try:
-            usable.append((dev.peak_flops, dev))
-        except (KernelBuildError, cl.Error) as e:
-            warnings.warn(f"wticonv: skipping OpenCL device {dev.info.index} {dev.info.name!r} "
-                          f"({dev.info.platform} {dev.info.driver_version}): it cannot build "
-                          f"kernels ({e})", stacklevel=3)
+    """The usable device with the highest measured peak (see :func:`_check_usable`)."""
+    usable = [dev for dev in devices if _check_usable(dev)]
     if not usable:
-        raise DeviceError(
-            f"no OpenCL CPU device can build kernels (see 'wticonv devices'); devices present: "
-            f"{listing}. PyPI's PoCL does not know some recent CPUs: install your "
-            "distribution's PoCL, e.g. 'sudo apt-get install pocl-opencl-icd' on Debian/Ubuntu")
-    return max(usable, key=lambda t: t[0])[1]
+        raise DeviceError(f"no OpenCL CPU device can build kernels (see 'wticonv devices'); "
+                          f"devices present: {listing}. {_NOT_BUILDING_HINT}")
+    return max(usable, key=lambda dev: dev.peak_flops)
 
 
 def select_device(spec: str | None = None, store: Store | None = None) -> Device:
     """Open the device named by ``spec`` (see module docstring), else ``WTICONV_DEVICE``.
 
+    The device's figures are measured (once, then cached) to make sure its driver builds
+    kernels; a device that cannot is skipped by ``gpu``/``cpu``/default selection and
+    refused when named by ``P:D``.
+
     Raises
     ------
     DeviceError
-        If nothing matches; the message lists the devices present.
+        If nothing matches or the named device cannot build kernels; the message lists the
+        devices present.
     """
     if spec is None:
         spec = os.environ.get("WTICONV_DEVICE") or None
@@ -332,10 +386,13 @@ def select_device(spec: str | None = None, store: Store | None = None) -> Device
     listing = "; ".join(f"{i.index} {i.kind} {i.name!r} ({i.platform})" for i, _ in devices)
     want = (spec or "").strip().lower()
     if want in ("", "gpu"):
-        gpus = [(i, d) for i, d in devices if i.kind == "gpu"]
-        if gpus:
-            return Device(gpus[0][1], gpus[0][0], store)
+        gpus = [Device(d, i, store) for i, d in devices if i.kind == "gpu"]
+        for dev in gpus:
+            if _check_usable(dev):
+                return dev
         if want == "gpu":
+            if gpus:
+                raise _unusable_error(gpus[0], listing)
             raise DeviceError(f"no OpenCL GPU device found (WTICONV_DEVICE/--device 'gpu'); "
                               f"devices present: {listing}")
         want = "cpu"
@@ -344,15 +401,16 @@ def select_device(spec: str | None = None, store: Store | None = None) -> Device
         if not cpus:
             raise DeviceError(f"no OpenCL CPU device found; devices present: {listing}; "
                               f"{_INSTALL_HINT}")
-        if len(cpus) == 1:
-            return cpus[0]
         return _fastest(cpus, listing)
     parts = want.split(":")
     if len(parts) in (1, 2) and all(p.isdigit() for p in parts):
         p, d = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
-        for info, dev in devices:
+        for info, cl_dev in devices:
             if (info.platform_index, info.device_index) == (p, d):
-                return Device(dev, info, store)
+                dev = Device(cl_dev, info, store)
+                if not _check_usable(dev):
+                    raise _unusable_error(dev, listing)
+                return dev
         raise DeviceError(f"no OpenCL device {p}:{d}; devices present: {listing}")
     raise DeviceError(f"device {spec!r} is not understood: use 'gpu', 'cpu' or "
                       f"'PLATFORM:DEVICE' indices; devices present: {listing}")

@@ -65,6 +65,9 @@ class DriverCommand:
     verify, iterations, time, bias : as the flags above.
     solver : str or None
         Solver id forced with ``-S``.
+    directions_given : bool
+        ``-F`` appeared on the command line (otherwise all directions, MIOpenDriver's
+        default).
     """
 
     problem: ConvProblem
@@ -74,6 +77,7 @@ class DriverCommand:
     time: bool = False
     solver: str | None = None
     bias: bool = False
+    directions_given: bool = False
 
     @property
     def problems(self) -> list[ConvProblem]:
@@ -102,7 +106,7 @@ def _build_parser() -> _Parser:
             ("-x", "--fil_w", 3), ("-p", "--pad_h", 0), ("-q", "--pad_w", 0),
             ("-u", "--conv_stride_h", 1), ("-v", "--conv_stride_w", 1),
             ("-l", "--dilation_h", 1), ("-j", "--dilation_w", 1), ("-g", "--group_count", 1),
-            ("-F", "--forw", 0), ("-V", "--verify", 1), ("-i", "--iter", 10),
+            ("-F", "--forw", None), ("-V", "--verify", 1), ("-i", "--iter", 10),
             ("-t", "--time", 0), ("-b", "--bias", 0), ("-w", "--wall", 0),
             ("-P", "--printconv", 1), ("-s", "--search", 0), ("-r", "--pad_val", 0),
             ("-Y", "--trans_output_pad_h", 0), ("-X", "--trans_output_pad_w", 0),
@@ -147,6 +151,9 @@ def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
         raise DriverArgsError(
             f"bad conv arguments: -m {ns.mode} is not supported; only -m conv "
             "(transposed convolution is not implemented)")
+    forw_given = ns.forw is not None
+    if not forw_given:
+        ns.forw = 0
     if ns.forw not in _FORW:
         raise DriverArgsError(
             f"bad conv arguments: -F {ns.forw} is not a direction set; use 0 (all), 1 (fwd), "
@@ -156,6 +163,10 @@ def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
     if ns.search != 0:
         raise DriverArgsError("bad conv arguments: -s 1 (search) is not supported; wticonv "
                               "runs in immediate mode")
+    for flag, name in (("-V", "verify"), ("-t", "time"), ("-b", "bias"), ("-w", "wall"),
+                       ("-P", "printconv")):
+        if getattr(ns, name) not in (0, 1):
+            raise DriverArgsError(f"bad conv arguments: {flag} {getattr(ns, name)} must be 0 or 1")
     for flag, name in (("-r", "pad_val"), ("-Y", "trans_output_pad_h"),
                        ("-X", "trans_output_pad_w"), ("-Z", "tensor_vect")):
         if getattr(ns, name) != 0:
@@ -181,7 +192,7 @@ def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
         raise DriverArgsError(f"bad conv arguments: -i {ns.iter} must be at least 1")
     return DriverCommand(problem=problem, directions=_FORW[ns.forw], verify=bool(ns.verify),
                          iterations=ns.iter, time=bool(ns.time), solver=ns.solution,
-                         bias=bool(ns.bias))
+                         bias=bool(ns.bias), directions_given=forw_given)
 
 
 def parse_driver_line(line: str) -> DriverCommand:

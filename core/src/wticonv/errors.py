@@ -13,9 +13,12 @@ __all__ = [
     "ProblemError",
     "KeyFormatError",
     "DriverArgsError",
+    "ArgumentError",
     "TensorError",
     "DeviceError",
     "KernelBuildError",
+    "DeviceMemoryError",
+    "StoreError",
     "PluginError",
     "SolverNotFoundError",
     "SolverNotApplicableError",
@@ -46,12 +49,26 @@ class DriverArgsError(ProblemError):
     """MIOpenDriver-style ``conv`` arguments cannot be parsed."""
 
 
+class ArgumentError(WticonvError, ValueError):
+    """An API argument other than an array or the problem is invalid (e.g. a negative
+    ``workspace_limit``, a non-integer ``input_size``)."""
+
+
 class TensorError(WticonvError, ValueError):
     """An array passed to the API does not match the problem (shape, dtype, dimensions)."""
 
 
 class DeviceError(WticonvError):
     """No OpenCL device matches the request, or the OpenCL runtime is missing."""
+
+
+class DeviceMemoryError(WticonvError):
+    """A buffer does not fit the device (larger than its largest allocation, or out of
+    memory); the message says how many bytes and what the device allows."""
+
+
+class StoreError(WticonvError):
+    """The cache directory cannot be used (not a directory, not writable)."""
 
 
 class KernelBuildError(WticonvError):

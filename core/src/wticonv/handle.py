@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .device import Device, select_device
-from .errors import SolverRunError, SolverWarning, WticonvError
+from .errors import SolverRunError, SolverWarning, TensorError, WticonvError
 from .plugins import SolverRegistry
 from .problem import ConvProblem
-from .selection import Selection, select
+from .selection import Selection, Verdict, select
 from .tensors import ConvTensors
 
 __all__ = ["Handle", "RunResult", "get_handle"]
@@ -36,12 +36,24 @@ class RunResult:
     kernel_ms : float
         Sum of the solver's kernel times (OpenCL profiling), ms; 0.0 if it enqueued no
         kernel through ``device.enqueue_kernel``.
+    verdict : Verdict
+        The verdict (WTI, workspace, prediction) of the solver that ran.
     """
 
     selection: Selection
     solver_id: str
     workspace: int
     kernel_ms: float
+    verdict: Verdict | None = None
+
+    def selection_used(self) -> Selection:
+        """A selection whose only candidate is the solver that ran: reuse it to repeat the
+        run without retrying solvers that failed."""
+        if self.verdict is None or self.verdict is self.selection.chosen:
+            return self.selection
+        s = self.selection
+        return Selection(s.problem, s.verdicts, self.verdict, s.mode, s.workspace_limit,
+                         [self.verdict])
 
 
 class Handle:
@@ -79,7 +91,8 @@ class Handle:
         if nbytes > self._workspace_bytes:
             if self._workspace is not None:
                 self._workspace.release()
-            self._workspace = self.device.alloc(nbytes)
+                self._workspace, self._workspace_bytes = None, 0
+            self._workspace = self.device.alloc(nbytes, "the workspace")
             self._workspace_bytes = nbytes
         if nbytes == self._workspace_bytes:
             return self._workspace
@@ -103,8 +116,8 @@ class Handle:
         failures = []
         for v in selection.candidates:
             with self._lock:
-                workspace = self._get_workspace(v.workspace or 0)
                 try:
+                    workspace = self._get_workspace(v.workspace or 0)
                     with self.device.profile() as prof:
                         self.registry.call(v.solver_id, "run", problem=problem,
                                            device=self.device, tensors=tensors,
@@ -117,7 +130,7 @@ class Handle:
                     failures.append(f"{v.solver_id}: {type(e).__name__}: {e}")
                 else:
                     return RunResult(selection, v.solver_id, v.workspace or 0,
-                                     prof.kernel_ms if wait else 0.0)
+                                     prof.kernel_ms if wait else 0.0, v)
             if selection.mode == "forced":
                 break
             warnings.warn(f"wticonv: solver {v.solver_id!r} failed to run problem "
@@ -130,22 +143,44 @@ class Handle:
                 workspace_limit: int | None = None, solver: str | None = None) -> np.ndarray:
         """Run ``problem`` on host arrays and return the result as a new float32 array.
 
-        ``fwd`` needs x and w and returns y; ``bwd`` needs y (dy) and w and returns dx;
-        ``wrw`` needs x and y (dy) and returns dw. Arrays must be C-contiguous float32 of
-        the problem's shapes (the public API checks and converts them).
+        ``fwd`` needs x (N x C x H x W) and w (K x C/groups x R x S) and returns y;
+        ``bwd`` needs y (dy, N x K x Ho x Wo) and w and returns dx; ``wrw`` needs x and y
+        (dy) and returns dw. Arrays of any floating dtype are converted to C-contiguous
+        float32.
+
+        Raises
+        ------
+        TensorError
+            A needed array is missing, has the wrong shape or is not floating point.
+        DeviceMemoryError
+            A tensor does not fit the device.
         """
         dev = self.device
         p = problem
         shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
         out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
         given = {"x": x, "w": w, "y": y}
+        arrays = {}
+        for name, shape in shapes.items():
+            dev.check_alloc(4 * int(np.prod(shape)), f"tensor {name} {shape}")
+            if name == out_name:
+                continue
+            a = given[name]
+            if a is None:
+                raise TensorError(f"{p.direction} of {p.key} needs the array {name} of shape "
+                                  f"{shape}")
+            a = np.asarray(a)
+            if a.dtype.kind != "f" or a.shape != shape:
+                raise TensorError(f"array {name} must be floating point of shape {shape} for "
+                                  f"{p.key}; got {a.dtype} {a.shape}")
+            arrays[name] = np.ascontiguousarray(a, dtype=np.float32)
         bufs = {}
         try:
             for name, shape in shapes.items():
                 if name == out_name:
-                    bufs[name] = dev.alloc(4 * int(np.prod(shape)))
+                    bufs[name] = dev.alloc(4 * int(np.prod(shape)), f"tensor {name}")
                 else:
-                    bufs[name] = dev.upload(np.ascontiguousarray(given[name], dtype=np.float32))
+                    bufs[name] = dev.upload(arrays[name], f"tensor {name}")
             self.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
                      workspace_limit=workspace_limit, solver=solver)
             return dev.download(bufs[out_name], shapes[out_name])

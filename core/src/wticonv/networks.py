@@ -42,11 +42,15 @@ class Layer:
         The forward problem (the bench derives bwd and wrw from it).
     count : int
         How many layers of the network have exactly this problem.
+    directions : tuple of str, or None
+        The only directions to run for this layer (a driver line's ``-F``); None: all that
+        the bench asks for.
     """
 
     name: str
     problem: ConvProblem
     count: int = 1
+    directions: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -64,19 +68,25 @@ class Network:
         return sum(layer.count for layer in self.layers)
 
 
-def _dedupe(name: str, source: str, items: list[tuple[str, ConvProblem, int]],
-            notes: list[str] | None = None) -> Network:
+def _dedupe(name: str, source: str, items: list[tuple], notes: list[str] | None = None
+            ) -> Network:
+    """Merge items ``(label, problem, count[, directions])`` with equal problems."""
     merged: dict[ConvProblem, list] = {}
-    for label, problem, count in items:
+    for item in items:
+        label, problem, count = item[:3]
+        dirs = item[3] if len(item) > 3 else None
         if problem in merged:
             entry = merged[problem]
             entry[2] += count
             if label not in entry[0]:
                 entry[0].append(label)
+            if entry[3] is not None:
+                entry[3] = None if dirs is None else tuple(sorted(set(entry[3]) | set(dirs)))
         else:
-            merged[problem] = [[label], problem, count]
-    layers = [Layer(", ".join(labels[:3]) + (" ..." if len(labels) > 3 else ""), p, c)
-              for labels, p, c in merged.values()]
+            merged[problem] = [[label], problem, count, dirs]
+    layers = [Layer(", ".join(labels[:3]) + (" ..." if len(labels) > 3 else ""), p, c,
+                    None if d is None else tuple(x for x in ("fwd", "bwd", "wrw") if x in d))
+              for labels, p, c, d in merged.values()]
     return Network(name, source, layers, notes or [])
 
 
@@ -92,12 +102,16 @@ def _builtin(name: str, n: int) -> Network:
                         pad_h=g["pad_h"], pad_w=g["pad_w"], stride_h=g["stride"],
                         stride_w=g["stride"], dilation_h=g["dilation"],
                         dilation_w=g["dilation"], groups=g["groups"])
-        items.append((row["tag"], p, g["count"]))
+        items.append((row["tag"] or f"{name} layer {len(items) + 1}", p, g["count"]))
     return _dedupe(name, "built-in (data/networks.csv)", items)
 
 
+_RUN_FLAGS = {"-S", "--solution", "-V", "--verify", "-i", "--iter", "-t", "--time", "-b",
+              "--bias"}
+
+
 def _driver_file(path: Path, n: int | None) -> Network:
-    items = []
+    items, ignored = [], set()
     try:
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -110,12 +124,20 @@ def _driver_file(path: Path, n: int | None) -> Network:
             p = cmd.problem if n is None else cmd.problem.with_batch(n)
         except (DriverArgsError, ProblemError) as e:
             raise NetworkError(f"{path}:{lineno}: {e}") from None
-        items.append((f"{path.name}:{lineno}", p, 1))
+        ignored |= _RUN_FLAGS & set(line.split())
+        items.append((f"{path.name}:{lineno}", p, 1,
+                      cmd.directions if cmd.directions_given else None))
     if not items:
         raise NetworkError(f"{path} holds no 'conv ...' line; write one MIOpenDriver conv "
                            "command per line, e.g. 'conv -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 "
                            "-x 3 -p 1 -q 1'")
-    return _dedupe(path.stem, str(path), items)
+    notes = []
+    if ignored:
+        notes.append(f"run flags on the lines ({', '.join(sorted(ignored))}) are ignored; use "
+                     "bench's own -S, -i and --no-verify")
+    if any(len(item) > 3 and item[3] is not None for item in items):
+        notes.append("a line's -F limits that layer to its directions")
+    return _dedupe(path.stem, str(path), items, notes)
 
 
 def load_network(spec: str, n: int | None = None) -> Network:
@@ -124,7 +146,8 @@ def load_network(spec: str, n: int | None = None) -> Network:
     Parameters
     ----------
     spec : str
-        A name from :data:`BUILTIN_NETWORKS` or a path.
+        A name from :data:`BUILTIN_NETWORKS` or a path (built-in names win: write
+        ``./resnet50`` for a file of that name).
     n : int, optional
         Batch size. Built-in networks use :data:`DEFAULT_BATCH` when omitted; files keep
         their own (``-n`` in each line, the model's batch dimension, 1 when symbolic).
@@ -146,6 +169,10 @@ def load_network(spec: str, n: int | None = None) -> Network:
         from .onnx_models import load_onnx
 
         return load_onnx(path, n)
+    if path.is_dir():
+        raise NetworkError(f"network {spec!r} is a directory; give a file of MIOpenDriver "
+                           "conv lines, an .onnx model, or a built-in name "
+                           f"({', '.join(BUILTIN_NETWORKS)})")
     if path.is_file():
         return _driver_file(path, n)
     raise NetworkError(f"network {spec!r} is neither a built-in ({', '.join(BUILTIN_NETWORKS)}) "

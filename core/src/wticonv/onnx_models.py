@@ -55,6 +55,16 @@ def _shape_table(model) -> dict[str, list]:
     return table
 
 
+def _elem_types(model) -> dict[str, int]:
+    out = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        if vi.type.HasField("tensor_type"):
+            out[vi.name] = vi.type.tensor_type.elem_type
+    for init in model.graph.initializer:
+        out[init.name] = init.data_type
+    return out
+
+
 def load_onnx(path: Path, n: int | None = None) -> Network:
     """The distinct 2-D Conv layers of the ONNX model at ``path``.
 
@@ -76,9 +86,17 @@ def load_onnx(path: Path, n: int | None = None) -> Network:
         raise NetworkError(f"cannot read ONNX model {path}: {type(e).__name__}: {e}") from None
     shapes = _shape_table(model)
     items, notes, skipped = [], [], 0
+    other = {}
+    types = _elem_types(model)
     for idx, node in enumerate(model.graph.node):
+        if node.op_type in ("ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv"):
+            other[node.op_type] = other.get(node.op_type, 0) + 1
         if node.op_type != "Conv":
             continue
+        etype = types.get(node.input[0])
+        if etype is not None and etype != onnx.TensorProto.FLOAT:
+            notes.append(f"{node.name or f'Conv#{idx}'}: input type "
+                         f"{onnx.TensorProto.DataType.Name(etype)} is benchmarked as FLOAT")
         label = node.name or f"Conv#{idx}"
         xs = shapes.get(node.input[0])
         ws = shapes.get(node.input[1]) if len(node.input) > 1 else None
@@ -117,6 +135,8 @@ def load_onnx(path: Path, n: int | None = None) -> Network:
         items.append((label, p, 1))
     if skipped:
         notes.append(f"{skipped} Conv node(s) that are not 2-D were skipped")
+    for op, count in sorted(other.items()):
+        notes.append(f"{count} {op} node(s) skipped (only Conv is benchmarked)")
     if not items:
         raise NetworkError(f"{path} has no 2-D Conv node")
     return _dedupe(path.stem, str(path), items, notes)

@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,12 +116,14 @@ class SolverRegistry:
         only = _env_list("WTICONV_LOAD_PLUGINS")
         only_set = {_norm_dist(n) for n in only} if only is not None else None
         seen = set()
+        found_dists = set()
         for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
             version = ep.dist.version if ep.dist is not None else ""
             if (dist, ep.name, ep.value) in seen:  # the same dist seen twice on sys.path
                 continue
             seen.add((dist, ep.name, ep.value))
+            found_dists.add(_norm_dist(dist))
             if only_set is not None and _norm_dist(dist) not in only_set:
                 continue
             label = f"{ep.name} = {ep.value}"
@@ -141,6 +144,13 @@ class SolverRegistry:
                     self.register(obj, distribution=dist, version=version, entry_point=label)
                 except PluginError as e:
                     self.quarantined.append(Quarantined(label, dist, version, str(e)))
+        for name in sorted((only_set or set()) - found_dists):
+            warnings.warn(f"wticonv: WTICONV_LOAD_PLUGINS names {name!r}, but no installed "
+                          f"distribution with that name has {ENTRY_POINT_GROUP} entry points",
+                          stacklevel=3)
+        for sid in sorted(self.disabled - set(self.solvers)):
+            warnings.warn(f"wticonv: WTICONV_DISABLE_SOLVERS names {sid!r}, which is not an "
+                          "installed solver", stacklevel=3)
 
     @staticmethod
     def _solver_objects(loaded: Any) -> list[Any] | str:

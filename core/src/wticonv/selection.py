@@ -16,7 +16,8 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import (NoApplicableSolverError, SolverNotApplicableError, SolverWarning)
+from .errors import (ArgumentError, NoApplicableSolverError, SolverNotApplicableError,
+                     SolverWarning)
 from .hookspecs import WTI_UNKNOWN, Decline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -160,6 +161,9 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
         v.reason = "not dynamic: runs only when forced"
     elif v.wti < 0:
         v.reason = "WTI unknown (-2.0)"
+    elif v.workspace > device.info.max_alloc_bytes:
+        v.reason = (f"needs {v.workspace} bytes of workspace, more than the device's largest "
+                    f"buffer ({device.info.max_alloc_bytes} bytes)")
     elif workspace_limit is not None and v.workspace > workspace_limit:
         v.reason = (f"needs {v.workspace} bytes of workspace, over the limit of "
                     f"{workspace_limit}")
@@ -190,8 +194,8 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     if workspace_limit is not None and (isinstance(workspace_limit, bool)
                                         or not isinstance(workspace_limit, int)
                                         or workspace_limit < 0):
-        raise ValueError(f"workspace_limit={workspace_limit!r} must be a non-negative "
-                         "integer number of bytes, or None for no limit")
+        raise ArgumentError(f"workspace_limit={workspace_limit!r} must be a non-negative "
+                            "integer number of bytes, or None for no limit")
     if solver is not None:
         registry.get(solver)
     verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver)
@@ -201,6 +205,11 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         if not v.applicable:
             raise SolverNotApplicableError(
                 f"solver {solver!r} cannot run problem {problem.key}: {v.reason}")
+        if v.workspace > device.info.max_alloc_bytes:
+            raise SolverNotApplicableError(
+                f"solver {solver!r} needs {v.workspace} bytes of workspace for problem "
+                f"{problem.key}, more than the device's largest buffer "
+                f"({device.info.max_alloc_bytes} bytes)")
         if workspace_limit is not None and v.workspace > workspace_limit:
             raise SolverNotApplicableError(
                 f"solver {solver!r} needs {v.workspace} bytes of workspace for problem "

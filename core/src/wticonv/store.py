@@ -19,6 +19,7 @@ share the file; a database that cannot be opened (corrupt, not SQLite) is moved 
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -27,6 +28,8 @@ import warnings
 from pathlib import Path
 
 import platformdirs
+
+from .errors import StoreError
 
 __all__ = ["Store", "default_cache_dir"]
 
@@ -52,6 +55,14 @@ CREATE TABLE IF NOT EXISTS program_binaries (
     PRIMARY KEY (device_key, digest)
 );
 """
+
+
+_COLUMNS = {
+    "meta": {"name", "value"},
+    "device_figures": {"device_key", "peak_flops", "bandwidth", "measured_at"},
+    "device_unusable": {"device_key", "reason", "noted_at"},
+    "program_binaries": {"device_key", "digest", "binary", "created_at"},
+}
 
 
 def default_cache_dir() -> Path:
@@ -82,7 +93,14 @@ class Store:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot use {self.cache_dir} as the cache directory ({e}); set "
+                             "WTICONV_CACHE_DIR to a writable directory") from None
+        if not self.cache_dir.is_dir():
+            raise StoreError(f"the cache directory {self.cache_dir} is not a directory; set "
+                             "WTICONV_CACHE_DIR to a writable directory")
         with self._init_lock:
             conn = self._open_checked()
         self._local.conn = conn
@@ -96,11 +114,12 @@ class Store:
                     conn.executescript(_SCHEMA)
                     conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
                                  (str(SCHEMA_VERSION),))
+                self._check_schema(conn)
                 self._initialised = True
             return conn
         except sqlite3.DatabaseError as e:
             aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            warnings.warn(f"wticonv: the cache database {self.path} cannot be read ({e}); "
+            warnings.warn(f"wticonv: the cache database {self.path} cannot be used ({e}); "
                           f"moved it to {aside} and started a new one", stacklevel=3)
             for suffix in ("", "-wal", "-shm"):
                 p = Path(str(self.path) + suffix)
@@ -109,8 +128,21 @@ class Store:
             conn = self._open()
             with conn:
                 conn.executescript(_SCHEMA)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
             self._initialised = True
             return conn
+
+    @staticmethod
+    def _check_schema(conn: sqlite3.Connection) -> None:
+        """Raise sqlite3.DatabaseError if a table lacks a column this version uses (a file
+        written by another program or version); the caller then starts afresh."""
+        for table, columns in _COLUMNS.items():
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            missing = columns - have
+            if missing:
+                raise sqlite3.DatabaseError(
+                    f"table {table} lacks column(s) {', '.join(sorted(missing))}")
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
@@ -144,14 +176,28 @@ class Store:
         row = self._connect().execute(
             "SELECT peak_flops, bandwidth FROM device_figures WHERE device_key = ?",
             (device_key,)).fetchone()
-        if row is None or not (row[0] > 0 and row[1] > 0):
+        try:
+            peak, bw = float(row[0]), float(row[1])
+        except (TypeError, ValueError):  # no row, or a value that is not a number
             return None
-        return float(row[0]), float(row[1])
+        if not (peak > 0 and bw > 0 and math.isfinite(peak) and math.isfinite(bw)):
+            return None
+        return peak, bw
 
-    def put_device_figures(self, device_key: str, peak_flops: float, bandwidth: float) -> None:
-        """Record a device's measured figures (FLOP/s, bytes/s), replacing older ones."""
+    def put_device_figures(self, device_key: str, peak_flops: float, bandwidth: float,
+                           keep_best: bool = False) -> tuple[float, float]:
+        """Record a device's measured figures (FLOP/s, bytes/s) and return what is stored.
+
+        ``keep_best`` keeps the larger of the stored and the new value of each figure: a
+        measurement disturbed by other work on the machine only ever reads low.
+        """
+        if keep_best:
+            old = self.get_device_figures(device_key)
+            if old is not None:
+                peak_flops, bandwidth = max(peak_flops, old[0]), max(bandwidth, old[1])
         self._write("INSERT OR REPLACE INTO device_figures VALUES (?, ?, ?, ?)",
                     (device_key, float(peak_flops), float(bandwidth), time.time()))
+        return float(peak_flops), float(bandwidth)
 
     def get_device_unusable(self, device_key: str) -> str | None:
         """Why a device cannot be used (its driver failed to build kernels), or None."""

@@ -33,8 +33,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (``sys.argv[1:]`` when None); return the exit status."""
     warnings.showwarning = _show_warning
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:
+        click.echo(cli.get_help(click.Context(cli, info_name="wticonv")))
+        return 0
     try:
-        rv = cli.main(args=argv, prog_name="wticonv", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="wticonv", standalone_mode=False)
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.UsageError as e:

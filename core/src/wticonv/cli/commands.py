@@ -12,14 +12,14 @@ import pyopencl as cl
 from .. import __version__
 from ..bench import measure, parse_directions, run_bench
 from ..driver import parse_driver_args
-from ..errors import DriverArgsError, KernelBuildError, ProblemError
+from ..errors import DriverArgsError, KernelBuildError, ProblemError, WticonvError
 from ..handle import Handle
 from ..keys import parse_key
 from ..networks import load_network
 from . import render
 
 _PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
-                "help_option_names": ["--help"]}
+                "help_option_names": ["-h", "--help"]}
 
 
 def _device_option(f):
@@ -33,6 +33,19 @@ def _json_option(f):
                         help="Print machine-readable JSON instead of tables.")(f)
 
 
+def _trace_option(f):
+    def enable(ctx, param, value):
+        if value:
+            import os
+
+            os.environ["WTICONV_TRACE"] = "1"
+        return value
+
+    return click.option("--trace", is_flag=True, expose_value=False, callback=enable,
+                        is_eager=True,
+                        help="Print every solver hook call to stderr (WTICONV_TRACE=1).")(f)
+
+
 def _limit_option(f):
     return click.option("--workspace-limit", "workspace_limit", type=click.IntRange(min=0),
                         default=None, metavar="BYTES",
@@ -40,12 +53,18 @@ def _limit_option(f):
 
 
 def _handle(device: str | None) -> Handle:
-    handle = Handle(device)
-    if not handle.device.figures_known:
+    from ..device import list_devices
+    from ..peak import probe_key
+    from ..store import Store
+
+    store = Store()
+    pending = [i.name for i, _ in list_devices()
+               if store.get_device_figures(i.key) is None
+               and store.get_device_unusable(probe_key(i.key)) is None]
+    if pending:
         print(f"wticonv: measuring the peak FP32 rate and bandwidth of "
-              f"{handle.device.info.name} (once; cached)...", file=sys.stderr)
-        handle.device.peak_flops  # noqa: B018 - measure now, visibly
-    return handle
+              f"{', '.join(sorted(set(pending)))} (once; cached)...", file=sys.stderr)
+    return Handle(device)
 
 
 def _emit_json(data) -> None:
@@ -73,6 +92,7 @@ def cli(trace: bool) -> None:
 
 
 @cli.command()
+@_trace_option
 @_json_option
 def solvers(as_json: bool) -> int:
     """List installed solvers and quarantined plugin entry points."""
@@ -100,7 +120,9 @@ def solvers(as_json: bool) -> int:
 
 @cli.command()
 @_json_option
-@click.option("--measure", is_flag=True, help="Measure figures of devices not yet measured.")
+@click.option("--measure", is_flag=True,
+              help="Measure every usable device now (the cache keeps the best of all "
+                   "measurements: a busy machine reads low).")
 def devices(as_json: bool, measure: bool) -> int:
     """List OpenCL devices with their measured peak FP32 rate and bandwidth."""
     from ..device import Device, list_devices
@@ -112,9 +134,10 @@ def devices(as_json: bool, measure: bool) -> int:
         dev = Device(cl_dev, info, store)
         figs = store.get_device_figures(info.key)
         unusable = dev.unusable_reason
-        if figs is None and measure and unusable is None:
+        if measure and unusable is None:
             try:
-                figs = (dev.peak_flops, dev.bandwidth)
+                figs = dev.measure_figures() if figs is not None else (dev.peak_flops,
+                                                                       dev.bandwidth)
             except (KernelBuildError, cl.Error) as e:
                 unusable = str(e)
         rows.append({"index": info.index, "kind": info.kind, "name": info.name,
@@ -144,6 +167,7 @@ def _problem_from(args: tuple[str, ...]):
 
 
 @cli.command(context_settings=_PASSTHROUGH)
+@_trace_option
 @_json_option
 @_device_option
 @_limit_option
@@ -161,6 +185,8 @@ def explain(args, as_json, device, workspace_limit) -> int:
     cmd, problems = _problem_from(args)
     handle = _handle(device)
     forced = cmd.solver if cmd is not None else None
+    if forced is not None:
+        handle.registry.get(forced)
     selections = [handle.select(p, workspace_limit, forced) for p in problems]
     if as_json:
         _emit_json({"device": handle.device.info.name,
@@ -173,6 +199,7 @@ def explain(args, as_json, device, workspace_limit) -> int:
 
 
 @cli.command(context_settings=_PASSTHROUGH)
+@_trace_option
 @_json_option
 @_device_option
 @_limit_option
@@ -183,22 +210,28 @@ def conv(args, as_json, device, workspace_limit) -> int:
     Flags as MIOpenDriver's conv: -n -c -H -W -k -y -x -p -q -u -v -l -j -g for the
     problem; -F 0 all directions (default), 1 fwd, 2 bwd, 4 wrw; -V 1 verify against the
     float64 reference (default); -i iterations (default 10); -t 1 also print wall-clock
-    time; -S SOLVER force a solver id. -b is accepted for compatibility: wticonv adds
-    a bias on the host (conv2d's bias=), outside the timed convolution.
+    time; -S SOLVER force a solver id. -b is accepted for compatibility and ignored (the
+    convolution has no bias term; the Python API adds a bias on the host).
     Exit status 1 if any direction fails verification.
     """
     if args and args[0] == "conv":
         args = args[1:]
     cmd = parse_driver_args(list(args))
     handle = _handle(device)
+    if cmd.solver is not None:
+        handle.registry.get(cmd.solver)
     results = []
     for p in cmd.problems:
-        results.append(_conv_one(handle, p, cmd, workspace_limit))
+        try:
+            r = _conv_one(handle, p, cmd, workspace_limit)
+        except WticonvError as e:
+            r = {"direction": p.direction, "key": p.key, "ok": False,
+                 "message": " ".join(str(e).split())}
+        results.append(r)
+        if not as_json:
+            render.conv_result(r, cmd.time)
     if as_json:
         _emit_json({"device": handle.device.info.name, "results": results})
-    else:
-        for r in results:
-            render.conv_result(r, cmd.time)
     return 0 if all(r["ok"] for r in results) else 1
 
 
@@ -207,7 +240,7 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
                 workspace_limit=workspace_limit, solver=cmd.solver, seed=12345678)
     ms = float(np.mean(m.kernel_ms))
     return {"direction": p.direction, "key": p.key, "solver": m.solver_id,
-            "wti": m.selection.chosen.wti, "workspace": m.workspace, "kernel_ms": ms,
+            "wti": m.verdict.wti, "workspace": m.workspace, "kernel_ms": ms,
             "wall_ms": float(np.mean(m.wall_ms)) if m.wall_ms else None,
             "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
             "iterations": cmd.iterations, "verified": cmd.verify, "ok": m.ok,
@@ -215,6 +248,7 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
 
 
 @cli.command()
+@_trace_option
 @click.argument("network", metavar="NETWORK")
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
               help="Batch size N (default: 1 for built-ins; a file's own otherwise).")
@@ -243,6 +277,8 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
         raise click.BadParameter(str(e), param_hint="--directions") from None
     net = load_network(network, n)
     handle = _handle(device)
+    if solver is not None:
+        handle.registry.get(solver)
     show = not (no_progress or as_json) and sys.stderr.isatty()
     with render.Progress(enabled=show) as prog:
         report = run_bench(handle, net, dirs, iterations=iterations, verify=not no_verify,
@@ -252,6 +288,10 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
         _emit_json(report.to_dict())
     else:
         render.bench_report(report)
+    if report.interrupted:
+        print("wticonv: interrupted; the rows above are the layers done so far",
+              file=sys.stderr)
+        return 130
     return 1 if report.failures else 0
 
 

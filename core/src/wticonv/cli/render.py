@@ -13,9 +13,10 @@ from rich.table import Table
 import os
 import sys
 
-# Wide tables stay readable when piped to a file or a CI log (rich assumes 80 columns).
-_out = Console(highlight=False, soft_wrap=False,
-               width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
+# Tables are never squeezed below 160 columns (keys and solver ids stay on one line; a
+# narrower terminal wraps the lines instead); piped output gets 200.
+_width = Console().width if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
+_out = Console(highlight=False, soft_wrap=False, width=max(_width, 160))
 _err = Console(stderr=True, highlight=False)
 
 
@@ -25,6 +26,17 @@ def _num(v, fmt: str = "{:.3g}", none: str = "-") -> str:
     if isinstance(v, float) and math.isnan(v):
         return "nan"
     return fmt.format(v)
+
+
+def _flops(n: int) -> str:
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} FLOP"
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.3g}" if v < 1 else f"{v:.3f}"
 
 
 def _bytes(n) -> str:
@@ -80,18 +92,18 @@ def selection(s, device) -> None:
     p = s.problem
     _out.print(f"[bold]{p.describe()}[/bold]  key {p.key}")
     _out.print(f"device {device.info.name}: peak {device.peak_flops / 1e9:.1f} GFLOP/s; "
-               f"direct FLOPs {p.flops / 1e9:.3f} GFLOP; mode {s.mode}"
+               f"direct FLOPs {_flops(p.flops)}; mode {s.mode}"
                + (f"; workspace limit {_bytes(s.workspace_limit)}"
                   if s.workspace_limit is not None else ""))
     t = Table(box=box.SIMPLE_HEAD)
     for col in ("rank", "solver", "applicable", "dynamic", "WTI", "workspace", "predicted ms",
                 "WTI from", "verdict"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col != "verdict", overflow="fold")
     for v in s.verdicts:
         verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
         t.add_row(_num(v.rank, "{}"), v.solver_id, "yes" if v.applicable else "no",
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
-                  _num(v.wti, "{:.4g}"), _bytes(v.workspace), _num(v.predicted_ms, "{:.3f}"),
+                  _num(v.wti, "{:.4g}"), _bytes(v.workspace), _ms(v.predicted_ms),
                   v.wti_source or "-", verdict)
     _out.print(t)
 
@@ -103,6 +115,9 @@ _NAMES = {"fwd": ("Forward Conv.", "Forward Convolution"),
 
 def conv_result(r: dict, wall: bool) -> None:
     short, long = _NAMES[r["direction"]]
+    if "solver" not in r:
+        _out.print(f"{long} FAILED: {r['message']}")
+        return
     _out.print(f"{short} Algorithm: {r['solver']} (WTI {_num(r['wti'], '{:.4g}')}, "
                f"workspace {r['workspace']} bytes)")
     _out.print(f"GPU Kernel Time {short} Elapsed: {r['kernel_ms']:.6f} ms (average of "
@@ -126,14 +141,15 @@ def bench_report(rep) -> None:
                       ("WTI", "right"), ("workspace", "right"), ("pred. ms", "right"),
                       ("meas. ms", "right"), ("GFLOP/s", "right"), ("% peak", "right"),
                       ("error", "right"), ("", "left")):
-        t.add_column(col, justify=just, overflow="fold" if col == "key" else "ellipsis",
+        t.add_column(col, justify=just, no_wrap=col not in ("layer", ""),
+                     overflow="fold" if col == "" else "ellipsis",
                      max_width=24 if col == "layer" else None)
     for r in rep.rows:
         frac = (r.gflops / rep.peak_gflops * 100) if r.gflops else None
         status = "ok" if r.ok else ("[red]FAIL[/red] " + r.message)
         t.add_row(r.layer, r.key, str(r.count), r.solver or "-", _num(r.wti, "{:.3g}"),
-                  _bytes(r.workspace), _num(r.predicted_ms, "{:.3f}"),
-                  _num(r.measured_ms, "{:.3f}"), _num(r.gflops, "{:.2f}"),
+                  _bytes(r.workspace), _ms(r.predicted_ms), _ms(r.measured_ms),
+                  _num(r.gflops, "{:.2f}"),
                   _num(frac, "{:.1f}"), _num(r.error, "{:.1e}"), status)
     _out.print(t)
     measured = rep.total_ms("measured_ms")

@@ -81,32 +81,40 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
     const __global float *Ag = A + a_off + g * a_gs;
     const __global float *Bg = B + b_off + g * b_gs;
 
-    int a_m[A_LOADS], a_k[A_LOADS], b_k[B_LOADS], b_n[B_LOADS];
-    long a_row[A_LOADS], b_col[B_LOADS];
+    /* Load slots: each work-item stages A_LOADS elements of the A tile and B_LOADS of the
+     * B tile per k-step; their row/column offsets are fixed, so they are computed once. */
+    long a_pos[A_LOADS], b_pos[B_LOADS];
+    int a_kk[A_LOADS], b_kk[B_LOADS];
     bool a_ok[A_LOADS], b_ok[B_LOADS];
+#pragma unroll
     for (int i = 0; i < A_LOADS; ++i) {
         const int idx = tid + i * NTHREADS;
 #if GEMM_A_KFAST
-        a_k[i] = idx % GEMM_KWG; a_m[i] = idx / GEMM_KWG;
+        const int kk = idx % GEMM_KWG, mm = idx / GEMM_KWG;
 #else
-        a_m[i] = idx % GEMM_MWG; a_k[i] = idx / GEMM_MWG;
+        const int mm = idx % GEMM_MWG, kk = idx / GEMM_MWG;
 #endif
-        a_ok[i] = m0 + a_m[i] < M;
-        a_row[i] = (long)min(m0 + a_m[i], M - 1) * a_ms;
+        a_kk[i] = kk;
+        a_ok[i] = m0 + mm < M;
+        a_pos[i] = (long)min(m0 + mm, M - 1) * a_ms + kk * a_ks;
     }
+#pragma unroll
     for (int i = 0; i < B_LOADS; ++i) {
         const int idx = tid + i * NTHREADS;
 #if GEMM_B_KFAST
-        b_k[i] = idx % GEMM_KWG; b_n[i] = idx / GEMM_KWG;
+        const int kk = idx % GEMM_KWG, nn = idx / GEMM_KWG;
 #else
-        b_n[i] = idx % GEMM_NWG; b_k[i] = idx / GEMM_NWG;
+        const int nn = idx % GEMM_NWG, kk = idx / GEMM_NWG;
 #endif
-        b_ok[i] = n0 + b_n[i] < N;
-        b_col[i] = gemm_col(min(n0 + b_n[i], N - 1), bP, bWo, bns, bhs, bws);
+        b_kk[i] = kk;
+        b_ok[i] = n0 + nn < N;
+        b_pos[i] = gemm_col(min(n0 + nn, N - 1), bP, bWo, bns, bhs, bws) + kk * b_ks;
     }
 
     float acc[MWI][NWI];
+#pragma unroll
     for (int i = 0; i < MWI; ++i)
+#pragma unroll
         for (int j = 0; j < NWI; ++j)
             acc[i][j] = 0.0f;
 
@@ -115,20 +123,33 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
         const __global float *Ab = Ag + b1 * a_bs + b2 * a_bs2;
         const __global float *Bb = Bg + b1 * b_bs + b2 * b_bs2;
         for (int k0 = 0; k0 < K; k0 += GEMM_KWG) {
+            const long ak = k0 * a_ks, bk = k0 * b_ks;
             float ra[A_LOADS], rb[B_LOADS];
-            for (int i = 0; i < A_LOADS; ++i) {
-                const int k = k0 + a_k[i];
-                ra[i] = (a_ok[i] && k < K) ? Ab[a_row[i] + k * a_ks] : 0.0f;
-            }
-            for (int i = 0; i < B_LOADS; ++i) {
-                const int k = k0 + b_k[i];
-                rb[i] = (b_ok[i] && k < K) ? Bb[k * b_ks + b_col[i]] : 0.0f;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
             for (int i = 0; i < A_LOADS; ++i)
-                As[a_k[i]][a_m[i]] = ra[i];
+                ra[i] = (a_ok[i] && k0 + a_kk[i] < K) ? Ab[a_pos[i] + ak] : 0.0f;
+#pragma unroll
             for (int i = 0; i < B_LOADS; ++i)
-                Bs[b_k[i]][b_n[i]] = rb[i];
+                rb[i] = (b_ok[i] && k0 + b_kk[i] < K) ? Bb[b_pos[i] + bk] : 0.0f;
+            barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+            for (int i = 0; i < A_LOADS; ++i) {
+                const int idx = tid + i * NTHREADS;
+#if GEMM_A_KFAST
+                As[idx % GEMM_KWG][idx / GEMM_KWG] = ra[i];
+#else
+                As[idx / GEMM_MWG][idx % GEMM_MWG] = ra[i];
+#endif
+            }
+#pragma unroll
+            for (int i = 0; i < B_LOADS; ++i) {
+                const int idx = tid + i * NTHREADS;
+#if GEMM_B_KFAST
+                Bs[idx % GEMM_KWG][idx / GEMM_KWG] = rb[i];
+#else
+                Bs[idx / GEMM_NWG][idx % GEMM_NWG] = rb[i];
+#endif
+            }
             barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
             for (int kk = 0; kk < GEMM_KWG; ++kk) {
