@@ -166,7 +166,8 @@ class Measurement:
 def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True,
             workspace_limit: int | None = None, solver: str | None = None,
             seed: int = 0) -> Measurement:
-    """Select, run once on random data, verify (optionally), then time ``iterations`` runs.
+    """Select, run once on random data, time ``iterations`` more runs (after one warm-up),
+    then verify the first run's result (optionally).
 
     Raises as :meth:`Handle.select` and :meth:`Handle.run`.
     """
@@ -186,17 +187,21 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
         first = handle.run(p, tensors, selection=sel)
         m = Measurement(sel, first.verdict, first.solver_id, first.workspace, [], [])
         sel = first.selection_used()
-        if verify:
-            result = dev.download(bufs[out_name], shapes[out_name])
-            ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
-            m.error = float(rms_range(result, ref))
-            m.tolerance = float(solver_tolerance(handle, m.solver_id))
+        result = dev.download(bufs[out_name], shapes[out_name]) if verify else None
+        # Time before computing the reference: the reference's BLAS threads may keep
+        # spinning for a while and would steal cores from the device's runtime.
+        if iterations:
+            handle.run(p, tensors, selection=sel)  # warm-up
         for _ in range(iterations):
             t0 = time.perf_counter()
             m.kernel_ms.append(handle.run(p, tensors, selection=sel).kernel_ms)
             m.wall_ms.append((time.perf_counter() - t0) * 1e3)
         if not m.kernel_ms:
             m.kernel_ms.append(first.kernel_ms)
+        if verify:
+            ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
+            m.error = float(rms_range(result, ref))
+            m.tolerance = float(solver_tolerance(handle, m.solver_id))
         return m
     finally:
         for b in bufs.values():

@@ -58,7 +58,7 @@ class GpuConfig:
                 f"-DGEMM_A_KFAST={int(a_kfast)} -DGEMM_B_KFAST={int(b_kfast)}")
 
 
-CPU_NN = CpuConfig(mr=8, nr=32, efficiency=0.50)
+CPU_NN = CpuConfig(mr=12, nr=32, efficiency=0.50)
 CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.35)
 
 GPU_CONFIGS = (
