@@ -86,13 +86,19 @@ def test_chunked_under_a_small_workspace_limit(handle, direction):
     per_image = plan.col_bytes_per_image(p)
     assert per_image == 6 * 9 * 9 * 8 * 4
     limit = int(2.5 * per_image)
+    kind = "cpu" if handle.device.kind == "cpu" else "gpu"
+    cu = handle.device.info.compute_units
+    nc, splits, ws = plan.im2col_layout(p, kind, cu, limit)
     sel = handle.select(p, workspace_limit=limit, solver="gemm.im2col")
-    assert sel.chosen.workspace == 2 * per_image  # 2 images per chunk: 3 chunks for N=5
-    launches = plan.plan_im2col(p, "cpu", 2, 2 * per_image)
-    assert len(launches) == 6
+    assert sel.chosen.workspace == ws <= limit
+    if splits == 1:
+        assert (nc, ws) == (2, 2 * per_image)  # 2 images per chunk: 3 chunks for N=5
+    assert 1 <= nc < 5
+    launches = plan.plan_im2col(p, kind, cu, ws)
+    assert sum(la.kernel.startswith("sgemm") for la in launches) == -(-5 // nc)
     check(handle, p, "gemm.im2col", workspace_limit=limit)
     whole = handle.select(p, solver="gemm.im2col").chosen.workspace
-    assert whole == 5 * per_image
+    assert whole == plan.im2col_layout(p, kind, cu, 2**40)[2] >= 5 * per_image
 
 
 def test_declines_below_one_image(handle):
@@ -151,10 +157,75 @@ def test_planning_past_2_31_is_64_bit(direction):
     if sizes:
         assert big, "no 64-bit argument past 2^31 in the GEMM launch"
     src = open(plan.__file__.replace("plan.py", "kernels/im2col.cl")).read()
-    assert "col[(long)row * Nc * P + (long)n * P + p] = v;" in src
+    assert "__global float *out = col + (long)c * R * S * J + (long)n * P + p;" in src
 
 
 def test_chunks_keep_the_gemm_width_32_bit():
     p = P(n=65536, c=4, h=224, w=224, k=4, r=1, s=1)
     nc = chunk_for(p, HUGE_GPU, None)
     assert nc * 224 * 224 < 2**31 and (nc + 1) * 224 * 224 >= 2**31
+
+
+GPU_PLAN_CASES = [
+    P(3, 13, 11, 9, 37, 3, 3, pad_h=1, pad_w=1),
+    P(8, 16, 7, 7, 24, 3, 3, pad_h=1, pad_w=1),          # wrw: split-K over 8 images
+    P(2, 8, 9, 11, 16, 1, 1, stride_h=2, stride_w=2),
+    P(2, 6, 8, 8, 6, 3, 3, pad_h=1, pad_w=1, groups=3),
+]
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("p", GPU_PLAN_CASES, ids=lambda p: p.key)
+def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
+    """The GPU kernels and plans (local-memory SGEMM, split-K, element-wise im2col) run on
+    the CPU device too, so CI checks their results without a GPU."""
+    from wticonv_gemm import runner
+
+    q = p.with_direction(direction)
+    dev = handle.device
+    rng = np.random.default_rng(5)
+    data = {k: rng.uniform(-1, 1, s).astype(np.float32)
+            for k, s in (("x", q.x_shape), ("w", q.w_shape), ("y", q.y_shape))}
+    layout = plan.im2col_layout(q, "gpu", 132, 2**40)
+    launches = plan.plan_im2col(q, "gpu", 132, layout[2])
+    if direction == "wrw" and q.n == 8:
+        assert layout[1] > 1 and any(la.kernel == "splitk_reduce" for la in launches)
+    out = OUT[direction]
+    bufs = {k: dev.upload(v) for k, v in data.items()}
+    bufs["ws"] = dev.alloc(layout[2])
+    runner.enqueue(dev, launches, bufs)
+    result = dev.download(bufs[out], {"x": q.x_shape, "w": q.w_shape, "y": q.y_shape}[out])
+    given = {k: v for k, v in data.items() if k != out}
+    assert rms_range(result, reference(q, **given)) < 1e-5
+    if q.r == q.s == 1 and q.pad_h == 0:
+        bufs[out].release()
+        bufs[out] = dev.upload(np.full_like(data[out], np.nan))
+        runner.enqueue(dev, plan.plan_1x1(q, "gpu", 132), bufs)
+        result = dev.download(bufs[out], result.shape)
+        assert rms_range(result, reference(q, **given)) < 1e-5
+    for b in bufs.values():
+        b.release()
+
+
+@pytest.mark.parametrize("M, N, K, vec", [(37, 53, 29, False), (64, 100, 36, True),
+                                          (128, 130, 68, True), (20, 8, 4, True)])
+def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
+    """The GPU SGEMM (scalar and float4-load variants, tile remainders in M, N and K) on
+    plain row-major matrices, run on whatever device is present."""
+    from wticonv_gemm import runner
+    from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
+
+    dev = handle.device
+    rng = np.random.default_rng(1)
+    ldb = -(-N // 4) * 4  # a padded leading dimension keeps B's rows 16-byte aligned
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, ldb)).astype(np.float32)
+    op = GemmOp(M, N, K, a=Operand("a", ms=K, ks=1), b=Operand("b", ks=ldb, cols=ColMap()),
+                c=Operand("c", ms=N, cols=ColMap()))
+    launch = gemm_launch(op, "gpu", 132)
+    assert ("-DGEMM_VEC=1" in launch.options) == vec
+    bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.alloc(4 * M * N)}
+    runner.enqueue(dev, [launch], bufs)
+    C = dev.download(bufs["c"], (M, N))
+    ref = A.astype(np.float64) @ B[:, :N].astype(np.float64)
+    assert rms_range(C, ref) < 1e-6

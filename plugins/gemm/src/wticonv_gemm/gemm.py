@@ -20,7 +20,8 @@ import numpy as np
 
 from . import params
 
-__all__ = ["ColMap", "Operand", "GemmOp", "gemm_launch"]
+__all__ = ["ColMap", "Operand", "GemmOp", "gemm_launch", "splitk_reduce_launch",
+           "gpu_splits"]
 
 _BIG = 2**31 - 1
 
@@ -83,6 +84,10 @@ class GemmOp:
     nb: int = 1
     nb2: int = 1
     beta: int = 0
+    #: GPU split-K over the batch reduction: ``splits`` layers of work-groups, each summing
+    #: ``ceil(nb / splits)`` batch terms into C + s * ``c_ss`` (partial sums).
+    splits: int = 1
+    c_ss: int = 0
 
     @property
     def flops(self) -> int:
@@ -130,12 +135,23 @@ def _check_int32(op: GemmOp) -> None:
             raise ValueError(f"GEMM {name}={getattr(op, name)} exceeds a 32-bit kernel argument")
 
 
+def _vec_aligned(op: GemmOp) -> bool:
+    """The GPU kernel's float4 loads apply: A contiguous along k, B a dense matrix along n,
+    and every stride and offset of both a multiple of 4 elements (16 bytes)."""
+    a, b = op.a, op.b
+    dense = b.cols.ws == 1 and b.cols.ns == 0 and b.cols.hs == 0 and b.cols.P >= op.N
+    strides = (a.ms, a.off, a.gs, a.bs, a.bs2, b.ks, b.off, b.gs, b.bs, b.bs2)
+    return a.ks == 1 and b.ks != 1 and dense and all(v % 4 == 0 for v in strides)
+
+
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None) -> Launch:
     """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``).
 
     ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads.
     """
     _check_int32(op)
+    if op.splits > 1 and kind == "cpu":
+        raise ValueError("split-K is a GPU plan; CPU kernels reduce in one work-item")
     a, b, c = op.a, op.b, op.c
     i64 = np.int64
     sizes = [np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2)]
@@ -162,13 +178,39 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1), args,
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
                                                          compute_units, contiguous))
-    cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups, compute_units)
-    options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1)
+    cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
+    vec = cfg.vec_ok() and _vec_aligned(op)
+    options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
+    nbs = -(-op.nb // op.splits)
     args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
             i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
             *b.cols.args(), c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
-            np.int32(op.beta))
-    grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc, op.groups)
-    eff = params.efficiency(cfg, op.M, op.N, op.K * op.nb, op.groups, compute_units)
+            np.int32(op.beta), np.int32(op.groups), np.int32(nbs), i64(op.c_ss))
+    grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
+            op.groups * op.splits)
+    eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
+                            compute_units, vec)
     return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1), args,
                   op.flops, eff)
+
+
+def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int) -> int:
+    """How many split-K layers a GPU GEMM with a batch reduction of ``nb`` terms needs so
+    that its work-groups fill the device (two per compute unit), at most ``nb``."""
+    cfg = params.gpu_config(M, N, K * nb, groups, compute_units)
+    tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
+    if tiles >= 2 * compute_units or nb < 2:
+        return 1
+    want = min(nb, -(-2 * compute_units // tiles))
+    per = -(-nb // want)
+    return -(-nb // per)
+
+
+def splitk_reduce_launch(part: str, part_off: int, c: str, count: int, splits: int,
+                         beta: int) -> Launch:
+    """``c[i] (+)= sum_s part[part_off + s*count + i]`` (kernel splitk_reduce)."""
+    local = 256
+    return Launch("sgemm_gpu.cl", params.GPU_CONFIGS[0].options(True, False), "splitk_reduce",
+                  (-(-count // local) * local,), (local,),
+                  (part, np.int64(part_off), c, np.int64(count), np.int32(splits),
+                   np.int32(beta)), bytes=4 * count * (splits + 1 + beta))

@@ -19,22 +19,31 @@ __all__ = ["Im2colSolver", "solver", "chunk_for"]
 _INT32 = 2**31 - 1
 
 
+def _room(device, workspace_limit: int | None) -> int:
+    return (device.info.max_alloc_bytes if workspace_limit is None
+            else min(workspace_limit, device.info.max_alloc_bytes))
+
+
+def _kind(device) -> str:
+    return "cpu" if device.kind == "cpu" else "gpu"
+
+
+@lru_cache(maxsize=2048)
+def _layout(problem, kind: str, compute_units: int, room: int):
+    return plan.im2col_layout(problem, kind, compute_units, room)
+
+
 def chunk_for(problem, device, workspace_limit: int | None) -> int:
-    """Images per chunk: the most that fit the limit, the device's largest buffer and a
-    32-bit GEMM width (Nc * Ho * Wo < 2^31); 0 if not even one image fits."""
-    per_image = plan.col_bytes_per_image(problem)
-    room = device.info.max_alloc_bytes if workspace_limit is None else min(
-        workspace_limit, device.info.max_alloc_bytes)
-    return min(problem.n, room // per_image, _INT32 // (problem.ho * problem.wo))
+    """Images per chunk: the most whose column buffer (plus split-K partial sums on GPUs)
+    fits the limit and the device's largest buffer, with a 32-bit GEMM width
+    (Nc * Ho * Wo < 2^31); 0 if not even one image fits."""
+    return _layout(problem, _kind(device), device.info.compute_units,
+                   _room(device, workspace_limit))[0]
 
 
 @lru_cache(maxsize=512)
 def _plan(problem, kind: str, compute_units: int, workspace_bytes: int):
     return plan.plan_im2col(problem, kind, compute_units, workspace_bytes)
-
-
-def _kind(device) -> str:
-    return "cpu" if device.kind == "cpu" else "gpu"
 
 
 class Im2colSolver:
@@ -46,14 +55,16 @@ class Im2colSolver:
 
     @hookimpl
     def is_applicable(self, problem, device, workspace_limit):
+        if max(problem.ho * problem.wo, problem.h * problem.w) > _INT32:
+            return Decline("a picture of more than 2^31 pixels (plane indices are 32-bit)")
         if chunk_for(problem, device, workspace_limit) >= 1:
             return True
         need = plan.col_bytes_per_image(problem)
         if need > device.info.max_alloc_bytes:
             return Decline(f"one image's column buffer ({need} bytes) exceeds the device's "
                            f"largest buffer ({device.info.max_alloc_bytes} bytes)")
-        if problem.ho * problem.wo > _INT32:
-            return Decline("one image has more than 2^31 output pixels")
+        if max(problem.ho * problem.wo, problem.h * problem.w) > _INT32:
+            return Decline("a picture of more than 2^31 pixels (plane indices are 32-bit)")
         return Decline(f"needs at least {need} bytes of workspace (one image's column "
                        f"buffer); the limit is {workspace_limit}")
 
@@ -63,7 +74,8 @@ class Im2colSolver:
 
     @hookimpl
     def workspace_size(self, problem, device, workspace_limit):
-        return chunk_for(problem, device, workspace_limit) * plan.col_bytes_per_image(problem)
+        return _layout(problem, _kind(device), device.info.compute_units,
+                       _room(device, workspace_limit))[2]
 
     @hookimpl
     def get_wti(self, problem, device, workspace_limit):

@@ -1,7 +1,8 @@
 """Kernel parameters of the SGEMM kernels, per device class, and the heuristic that picks
 them.
 
-CPUs (PoCL): ``sgemm_nn`` with GEMM_MR rows x 32 columns per work-item, ``sgemm_nt``
+CPUs (PoCL): ``sgemm_nn`` with GEMM_MR rows x 32 columns per work-item (12 x 32: 24 of the
+32 AVX-512 registers hold the tile; 14 rows spill and ran 2.5x slower), ``sgemm_nt``
 with 4 x 4 dot products per work-item (kernels/sgemm_cpu.cl). One set of parameters for
 every shape.
 
@@ -13,8 +14,10 @@ times the fraction of the device the grid fills (work-groups per compute unit).
 
 Every configuration is one build, reused for every size (sizes are kernel arguments).
 The efficiencies are measured (see docs/wti-models.md): SGEMM 4096^3 on the NVIDIA H200
-through its OpenCL driver, and 1024^3 on the development machines' 2-core AMD EPYC through
-PoCL 3.1.
+through its OpenCL driver (float4 loads, pipelined: 128x128x8 29.5 TFLOP/s, 64x64x8 with
+8x8 work-items 26.9, 128x64x16 25.4, against a measured peak of 62.6), and 1024^3 on the
+development machines' 2-core AMD EPYC through PoCL 3.1 (388 GFLOP/s of 469 for sgemm_nn;
+sgemm_nt about 150 GFLOP/s on backward-weights shapes).
 """
 
 from __future__ import annotations
@@ -52,20 +55,30 @@ class GpuConfig:
     #: Fraction of the measured peak reached on a 4096^3 GEMM (measured, see module doc).
     efficiency: float
 
-    def options(self, a_kfast: bool, b_kfast: bool) -> str:
+    def options(self, a_kfast: bool, b_kfast: bool, vec: bool = False) -> str:
         return (f"-DGEMM_MWG={self.mwg} -DGEMM_NWG={self.nwg} -DGEMM_KWG={self.kwg} "
                 f"-DGEMM_MDIMC={self.mdimc} -DGEMM_NDIMC={self.ndimc} "
-                f"-DGEMM_A_KFAST={int(a_kfast)} -DGEMM_B_KFAST={int(b_kfast)}")
+                f"-DGEMM_A_KFAST={int(a_kfast)} -DGEMM_B_KFAST={int(b_kfast)} "
+                f"-DGEMM_VEC={int(vec)}")
+
+    def vec_ok(self) -> bool:
+        """Whether the float4-load variant exists for this tile (loads divisible by 4)."""
+        threads = self.mdimc * self.ndimc
+        return (self.kwg % 4 == 0 and (self.mwg * self.kwg // threads) % 4 == 0
+                and (self.nwg * self.kwg // threads) % 4 == 0)
 
 
-CPU_NN = CpuConfig(mr=12, nr=32, efficiency=0.50)
+CPU_NN = CpuConfig(mr=12, nr=32, efficiency=0.75)
 CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.35)
 
 GPU_CONFIGS = (
-    GpuConfig(128, 128, 8, 16, 16, efficiency=0.44),
-    GpuConfig(128, 64, 16, 16, 16, efficiency=0.37),
-    GpuConfig(64, 64, 16, 16, 16, efficiency=0.29),
+    GpuConfig(128, 128, 8, 16, 16, efficiency=0.47),
+    GpuConfig(64, 64, 8, 8, 8, efficiency=0.43),
+    GpuConfig(128, 64, 16, 16, 16, efficiency=0.41),
 )
+#: The GPU kernel without float4 global loads (operands not 16-byte aligned, image-mapped
+#: columns) reached 0.85 x the float4 variant's rate at 4096^3 (measured, H200).
+SCALAR_LOADS_FACTOR = 0.85
 
 
 def _util(size: int, tile: int) -> float:
@@ -73,18 +86,20 @@ def _util(size: int, tile: int) -> float:
 
 
 def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
-               compute_units: int) -> float:
+               compute_units: int, vec: bool = True) -> float:
     """Predicted fraction of peak of ``cfg`` on an M x N x K GEMM (``groups`` of them).
 
-    ``cfg.efficiency * util(M) * util(N) * fill * kfill``: util = useful fraction of the
+    ``cfg.efficiency * util(M) * util(N) * fill * kfill * loads``: util = useful fraction of the
     tiles along that axis; fill = min(1, work-groups / (2 x compute units)) (two
     work-groups per compute unit hide each other's barriers and loads); kfill =
-    K / (K + 2 * kwg) charges the prologue and epilogue of short reductions.
+    K / (K + 2 * kwg) charges the prologue and epilogue of short reductions; loads =
+    SCALAR_LOADS_FACTOR when the float4-load variant does not apply.
     """
     tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
     fill = min(1.0, tiles / (2.0 * compute_units))
     kfill = K / (K + 2.0 * cfg.kwg)
-    return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill
+    loads = 1.0 if vec else SCALAR_LOADS_FACTOR
+    return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill * loads
 
 
 def cpu_nn_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,

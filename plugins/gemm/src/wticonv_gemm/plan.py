@@ -23,18 +23,51 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gemm import ColMap, GemmOp, Launch, Operand, gemm_launch
+from .gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu_splits,
+                   splitk_reduce_launch)
 
 __all__ = ["col_bytes_per_image", "chunk_images", "plan_im2col", "plan_1x1", "IM2COL_LOCAL"]
 
 #: Work-group size (dimension 0) of the im2col, col2im and fill kernels, per device kind.
 IM2COL_LOCAL = {"cpu": 64, "gpu": 256}
 _F32 = 4
+_INT32 = 2**31 - 1
 
 
 def col_bytes_per_image(p) -> int:
     """Workspace bytes of one image's column buffer: G * CRS * P * 4."""
     return p.groups * (p.c // p.groups) * p.r * p.s * p.ho * p.wo * _F32
+
+
+def _splits(p, kind: str, compute_units: int, nc: int) -> int:
+    """Split-K layers of the backward-weights GEMM of a chunk of ``nc`` images (GPU only)."""
+    if kind == "cpu" or p.direction != "wrw":
+        return 1
+    kg, crs = p.k // p.groups, (p.c // p.groups) * p.r * p.s
+    return gpu_splits(kg, crs, p.ho * p.wo, nc, p.groups, compute_units)
+
+
+def _total_bytes(p, kind: str, compute_units: int, nc: int) -> int:
+    s = _splits(p, kind, compute_units, nc)
+    partial = s * p.k * (p.c // p.groups) * p.r * p.s * _F32 if s > 1 else 0
+    return nc * col_bytes_per_image(p) + partial
+
+
+def im2col_layout(p, kind: str, compute_units: int, room: int) -> tuple[int, int, int]:
+    """``(images per chunk, split-K layers, workspace bytes)`` of the largest chunk whose
+    column buffer (plus split-K partial sums on GPUs) fits ``room`` bytes; ``(0, 1, 0)``
+    when not even one image fits. Deterministic: the workspace size it returns, given
+    back as ``room``, gives the same layout."""
+    lo, hi = 0, min(p.n, room // col_bytes_per_image(p), _INT32 // (p.ho * p.wo))
+    while lo < hi:  # the total grows with the chunk: binary search for the largest fit
+        mid = (lo + hi + 1) // 2
+        if _total_bytes(p, kind, compute_units, mid) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return 0, 1, 0
+    return lo, _splits(p, kind, compute_units, lo), _total_bytes(p, kind, compute_units, lo)
 
 
 def chunk_images(p, workspace_bytes: int) -> int:
@@ -60,7 +93,7 @@ def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
     if kind == "cpu":
         return Launch("im2col.cl", "", "im2col_cpu", (nc, rows), (1, 1), args, bytes=traffic)
     local = IM2COL_LOCAL[kind]
-    return Launch("im2col.cl", "", "im2col", (_round(p.ho * p.wo, local), nc, rows),
+    return Launch("im2col.cl", "", "im2col", (_round(p.ho * p.wo, local), nc, p.c),
                   (local, 1, 1), args, bytes=traffic)
 
 
@@ -76,11 +109,12 @@ def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
 
 
 def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int) -> list[Launch]:
-    """The launches of gemm.im2col for problem ``p`` given ``workspace_bytes``.
+    """The launches of gemm.im2col for problem ``p`` given ``workspace_bytes`` (chunks and
+    split-K as :func:`im2col_layout` decides).
 
     Raises ValueError if not even one image's column buffer fits.
     """
-    nc_max = chunk_images(p, workspace_bytes)
+    nc_max, splits, _ = im2col_layout(p, kind, compute_units, workspace_bytes)
     if nc_max < 1:
         raise ValueError(f"gemm.im2col needs at least {col_bytes_per_image(p)} bytes of "
                          f"workspace for {p.key}, got {workspace_bytes}")
@@ -106,12 +140,22 @@ def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int) -> list[
             out.append(_col2im(p, kind, n0, nc))
         else:
             out.append(_im2col(p, kind, n0, nc))
-            op = GemmOp(kg, crs, P,
-                        a=Operand("y", off=n0 * p.k * P, gs=kg * P, bs=p.k * P, ms=P, ks=1),
-                        b=Operand("ws", gs=crs * J, bs=P, ks=1, cols=ColMap.strided(J)),
-                        c=Operand("w", gs=kg * crs, ms=crs, cols=ColMap()),
-                        groups=g, nb=nc, beta=int(n0 > 0))
-            out.append(gemm_launch(op, kind, compute_units))
+            a = Operand("y", off=n0 * p.k * P, gs=kg * P, bs=p.k * P, ms=P, ks=1)
+            b = Operand("ws", gs=crs * J, bs=P, ks=1, cols=ColMap.strided(J))
+            s = min(splits, nc)
+            if s > 1:
+                # partial sums of each split in the workspace after the column buffer
+                part_off = nc_max * col_bytes_per_image(p) // _F32
+                dw = p.k * crs
+                c = Operand("ws", off=part_off, gs=kg * crs, ms=crs, cols=ColMap())
+                op = GemmOp(kg, crs, P, a=a, b=b, c=c, groups=g, nb=nc, splits=s, c_ss=dw)
+                out.append(gemm_launch(op, kind, compute_units))
+                out.append(splitk_reduce_launch("ws", part_off, "w", dw, s, int(n0 > 0)))
+            else:
+                op = GemmOp(kg, crs, P, a=a, b=b,
+                            c=Operand("w", gs=kg * crs, ms=crs, cols=ColMap()),
+                            groups=g, nb=nc, beta=int(n0 > 0))
+                out.append(gemm_launch(op, kind, compute_units))
     return out
 
 

@@ -25,7 +25,9 @@
     const int Wo, const int pad_h, const int pad_w, const int stride_h,                   \
     const int stride_w, const int dil_h, const int dil_w, const int G
 
-/* Global size (Ho*Wo padded, Nc, G*Cg*R*S). */
+/* Global size (Ho*Wo padded, Nc, C): one work-item per output pixel and input channel
+ * writes that pixel's R*S column entries (neighbouring work-items write neighbouring
+ * columns of each row: coalesced). */
 __kernel void im2col(__global const float *restrict x, __global float *restrict col,
                      const int n0, const int Nc, CONV_ARGS)
 {
@@ -34,17 +36,20 @@ __kernel void im2col(__global const float *restrict x, __global float *restrict 
     if (p >= P)
         return;
     const int n = get_global_id(1);
-    const int row = get_global_id(2);            /* g * Cg*R*S + (c, r, s) */
-    const int Cg = C / G, RS = R * S;
-    const int g = row / (Cg * RS), crs = row - g * Cg * RS;
-    const int c = crs / RS, rs = crs - c * RS, r = rs / S, s = rs - r * S;
+    const int c = get_global_id(2);              /* g * Cg + channel in group */
     const int ho = p / Wo, wo = p - ho * Wo;
-    const int ih = ho * stride_h - pad_h + r * dil_h;
-    const int iw = wo * stride_w - pad_w + s * dil_w;
-    float v = 0.0f;
-    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-        v = x[(((long)(n0 + n) * C + g * Cg + c) * H + ih) * (long)W + iw];
-    col[(long)row * Nc * P + (long)n * P + p] = v;
+    const __global float *xc = x + ((long)(n0 + n) * C + c) * H * (long)W;
+    const long J = (long)Nc * P;
+    __global float *out = col + (long)c * R * S * J + (long)n * P + p;
+    for (int r = 0; r < R; ++r) {
+        const int ih = ho * stride_h - pad_h + r * dil_h;
+        const bool row_ok = ih >= 0 && ih < H;
+        for (int s = 0; s < S; ++s) {
+            const int iw = wo * stride_w - pad_w + s * dil_w;
+            out[(long)(r * S + s) * J] = (row_ok && iw >= 0 && iw < W)
+                                             ? xc[(long)ih * W + iw] : 0.0f;
+        }
+    }
 }
 
 /* Global size (Nc, G*Cg*R*S): one work-item writes one image's row of the column buffer. */

@@ -15,6 +15,10 @@
  * ns = hs = 0, ws = 1; NCHW tensors use their image, row and pixel strides, so the
  * convolution's GEMMs read x and dy and write y and dx in place.
  *
+ * Split-K: grid dimension 2 runs G x S work-group layers; layer (g, s) sums the batch terms
+ * [s*NBS, (s+1)*NBS) into C + s*c_ss (partial sums), which splitk_reduce then adds in a
+ * fixed order (deterministic, no atomics). S = 1, NBS = NB, c_ss = 0 without a split.
+ *
  * Column offsets are computed once per thread (they do not change along k). Out-of-range
  * rows, columns and k are never read (zeros are staged instead) nor written.
  *
@@ -35,6 +39,14 @@
 #endif
 #ifndef GEMM_NDIMC
 #define GEMM_NDIMC 16  /* work-items along n; each computes GEMM_NWG / GEMM_NDIMC columns */
+#endif
+#ifndef GEMM_PIPELINE
+#define GEMM_PIPELINE 1 /* 1: load the next k-step from global memory while computing this one */
+#endif
+#ifndef GEMM_VEC
+#define GEMM_VEC 0      /* 1: float4 global loads of A (along k) and B (along n); the host sets
+                           it only for k-contiguous A and dense n-contiguous B whose strides
+                           and offsets are multiples of 4 (16-byte aligned) */
 #endif
 #ifndef GEMM_A_KFAST
 #define GEMM_A_KFAST 1 /* 1: A is contiguous along k (a_ks == 1), load k-fastest; 0: m-fastest */
@@ -70,14 +82,19 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
            const int bP, const int bWo, const long bns, const long bhs, const long bws,
            __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
            const int cP, const int cWo, const long cns, const long chs, const long cws,
-           const int beta)
+           const int beta, const int G, const int NBS, const long c_ss)
 {
     __local float As[GEMM_KWG][APAD];
     __local float Bs[GEMM_KWG][BPAD];
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int tid = ty * GEMM_NDIMC + tx;
     const int m0 = get_group_id(1) * GEMM_MWG, n0 = get_group_id(0) * GEMM_NWG;
-    const long g = get_group_id(2);
+    /* Grid dimension 2 = groups x splits: a split sums batch terms [b_lo, b_hi) into its
+     * own slice of C (c_ss apart); a reduction kernel adds the slices in order. */
+    const int gz = get_group_id(2);
+    const long g = gz % G;
+    const int split = gz / G;
+    const int b_lo = split * NBS, b_hi = min(NB, b_lo + NBS);
     const __global float *Ag = A + a_off + g * a_gs;
     const __global float *Bg = B + b_off + g * b_gs;
 
@@ -111,6 +128,31 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
         b_pos[i] = gemm_col(min(n0 + nn, N - 1), bP, bWo, bns, bhs, bws) + kk * b_ks;
     }
 
+#if GEMM_VEC
+    /* float4 slots: A along k (4 consecutive k of one row), B along n (4 columns). */
+    long a_pos4[A_LOADS / 4], b_pos4[B_LOADS / 4];
+    int a_k4[A_LOADS / 4], a_m4[A_LOADS / 4], b_k4[B_LOADS / 4], b_n4[B_LOADS / 4];
+    bool a_ok4[A_LOADS / 4];
+#pragma unroll
+    for (int i = 0; i < A_LOADS / 4; ++i) {
+        const int idx = tid + i * NTHREADS;
+        const int kq = idx % (GEMM_KWG / 4), mm = idx / (GEMM_KWG / 4);
+        a_k4[i] = 4 * kq;
+        a_m4[i] = mm;
+        a_ok4[i] = m0 + mm < M;
+        a_pos4[i] = (long)min(m0 + mm, M - 1) * a_ms + 4 * kq;
+    }
+#pragma unroll
+    for (int i = 0; i < B_LOADS / 4; ++i) {
+        const int idx = tid + i * NTHREADS;
+        const int nq = idx % (GEMM_NWG / 4), kk = idx / (GEMM_NWG / 4);
+        b_n4[i] = 4 * nq;
+        b_k4[i] = kk;
+        b_pos4[i] = (long)(n0 + 4 * nq) + kk * b_ks;
+    }
+    float4 ra4[A_LOADS / 4], rb4[B_LOADS / 4];
+#endif
+
     float acc[MWI][NWI];
 #pragma unroll
     for (int i = 0; i < MWI; ++i)
@@ -118,63 +160,131 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
         for (int j = 0; j < NWI; ++j)
             acc[i][j] = 0.0f;
 
-    for (int b = 0; b < NB; ++b) {
-        const long b1 = b / NB2, b2 = b - b1 * NB2;
-        const __global float *Ab = Ag + b1 * a_bs + b2 * a_bs2;
-        const __global float *Bb = Bg + b1 * b_bs + b2 * b_bs2;
-        for (int k0 = 0; k0 < K; k0 += GEMM_KWG) {
-            const long ak = k0 * a_ks, bk = k0 * b_ks;
-            float ra[A_LOADS], rb[B_LOADS];
-#pragma unroll
-            for (int i = 0; i < A_LOADS; ++i)
-                ra[i] = (a_ok[i] && k0 + a_kk[i] < K) ? Ab[a_pos[i] + ak] : 0.0f;
-#pragma unroll
-            for (int i = 0; i < B_LOADS; ++i)
-                rb[i] = (b_ok[i] && k0 + b_kk[i] < K) ? Bb[b_pos[i] + bk] : 0.0f;
-            barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-            for (int i = 0; i < A_LOADS; ++i) {
-                const int idx = tid + i * NTHREADS;
+    /* Software pipeline over the flattened (b, k0) steps: the global loads of step t+1 are
+     * in flight while step t is computed from local memory. */
+    const int ktiles = (K + GEMM_KWG - 1) / GEMM_KWG;
+    const int steps = (b_hi - b_lo) * ktiles;
+    float ra[A_LOADS], rb[B_LOADS];
+#if GEMM_VEC
+#define LOAD_STEP(t)                                                                       \
+    do {                                                                                   \
+        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * GEMM_KWG;              \
+        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                   \
+        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2 + k0_;                   \
+        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2 + k0_ * b_ks;            \
+        _Pragma("unroll") for (int i = 0; i < A_LOADS / 4; ++i) {                         \
+            const int k = k0_ + a_k4[i];                                                   \
+            const __global float *pa = Ab_ + a_pos4[i];                                    \
+            if (a_ok4[i] && k + 3 < K)                                                     \
+                ra4[i] = *(const __global float4 *)pa;                                     \
+            else                                                                           \
+                ra4[i] = (float4)(a_ok4[i] && k < K ? pa[0] : 0.0f,                        \
+                                  a_ok4[i] && k + 1 < K ? pa[1] : 0.0f,                    \
+                                  a_ok4[i] && k + 2 < K ? pa[2] : 0.0f, 0.0f);             \
+        }                                                                                  \
+        _Pragma("unroll") for (int i = 0; i < B_LOADS / 4; ++i) {                         \
+            const int k = k0_ + b_k4[i], n = n0 + b_n4[i];                                 \
+            const __global float *pb = Bb_ + b_pos4[i];                                    \
+            if (k < K && n + 3 < N)                                                        \
+                rb4[i] = *(const __global float4 *)pb;                                     \
+            else                                                                           \
+                rb4[i] = (float4)(k < K && n < N ? pb[0] : 0.0f,                           \
+                                  k < K && n + 1 < N ? pb[1] : 0.0f,                       \
+                                  k < K && n + 2 < N ? pb[2] : 0.0f, 0.0f);                \
+        }                                                                                  \
+    } while (0)
+#define STORE_STEP()                                                                       \
+    do {                                                                                   \
+        _Pragma("unroll") for (int i = 0; i < A_LOADS / 4; ++i) {                         \
+            As[a_k4[i]][a_m4[i]] = ra4[i].x;                                               \
+            As[a_k4[i] + 1][a_m4[i]] = ra4[i].y;                                           \
+            As[a_k4[i] + 2][a_m4[i]] = ra4[i].z;                                           \
+            As[a_k4[i] + 3][a_m4[i]] = ra4[i].w;                                           \
+        }                                                                                  \
+        _Pragma("unroll") for (int i = 0; i < B_LOADS / 4; ++i)                           \
+            vstore4(rb4[i], 0, &Bs[b_k4[i]][b_n4[i]]);                                     \
+    } while (0)
+#else
+#define LOAD_STEP(t)                                                                       \
+    do {                                                                                   \
+        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * GEMM_KWG;              \
+        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                   \
+        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2 + k0_ * a_ks;            \
+        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2 + k0_ * b_ks;            \
+        _Pragma("unroll") for (int i = 0; i < A_LOADS; ++i)                                \
+            ra[i] = (a_ok[i] && k0_ + a_kk[i] < K) ? Ab_[a_pos[i]] : 0.0f;                 \
+        _Pragma("unroll") for (int i = 0; i < B_LOADS; ++i)                                \
+            rb[i] = (b_ok[i] && k0_ + b_kk[i] < K) ? Bb_[b_pos[i]] : 0.0f;                 \
+    } while (0)
+#define STORE_STEP()                                                                       \
+    do {                                                                                   \
+        _Pragma("unroll") for (int i = 0; i < A_LOADS; ++i) {                             \
+            const int idx = tid + i * NTHREADS;                                            \
+            A_STORE(idx, ra[i]);                                                           \
+        }                                                                                  \
+        _Pragma("unroll") for (int i = 0; i < B_LOADS; ++i) {                             \
+            const int idx = tid + i * NTHREADS;                                            \
+            B_STORE(idx, rb[i]);                                                           \
+        }                                                                                  \
+    } while (0)
+#endif
 #if GEMM_A_KFAST
-                As[idx % GEMM_KWG][idx / GEMM_KWG] = ra[i];
+#define A_STORE(idx, v) As[(idx) % GEMM_KWG][(idx) / GEMM_KWG] = (v)
 #else
-                As[idx / GEMM_MWG][idx % GEMM_MWG] = ra[i];
+#define A_STORE(idx, v) As[(idx) / GEMM_MWG][(idx) % GEMM_MWG] = (v)
 #endif
-            }
-#pragma unroll
-            for (int i = 0; i < B_LOADS; ++i) {
-                const int idx = tid + i * NTHREADS;
 #if GEMM_B_KFAST
-                Bs[idx % GEMM_KWG][idx / GEMM_KWG] = rb[i];
+#define B_STORE(idx, v) Bs[(idx) % GEMM_KWG][(idx) / GEMM_KWG] = (v)
 #else
-                Bs[idx / GEMM_NWG][idx % GEMM_NWG] = rb[i];
+#define B_STORE(idx, v) Bs[(idx) / GEMM_NWG][(idx) % GEMM_NWG] = (v)
 #endif
+#if GEMM_PIPELINE
+    if (steps > 0) {
+        LOAD_STEP(0);
+        STORE_STEP();
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+    for (int t = 0; t < steps; ++t) {
+#if GEMM_PIPELINE
+        if (t + 1 < steps)
+            LOAD_STEP(t + 1);
+#else
+        LOAD_STEP(t);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        STORE_STEP();
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+#pragma unroll
+        for (int kk = 0; kk < GEMM_KWG; ++kk) {
+            float a[MWI], bv[NWI];
+#pragma unroll
+            for (int i = 0; i < MWI / 4; ++i) {
+                const float4 v = vload4(0, &As[kk][i * GEMM_MDIMC * 4 + ty * 4]);
+                a[4 * i] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w;
             }
-            barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-            for (int kk = 0; kk < GEMM_KWG; ++kk) {
-                float a[MWI], bv[NWI];
-#pragma unroll
-                for (int i = 0; i < MWI / 4; ++i) {
-                    const float4 v = vload4(0, &As[kk][i * GEMM_MDIMC * 4 + ty * 4]);
-                    a[4 * i] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w;
-                }
-#pragma unroll
-                for (int j = 0; j < NWI / 4; ++j) {
-                    const float4 v = vload4(0, &Bs[kk][j * GEMM_NDIMC * 4 + tx * 4]);
-                    bv[4 * j] = v.x; bv[4 * j + 1] = v.y; bv[4 * j + 2] = v.z;
-                    bv[4 * j + 3] = v.w;
-                }
-#pragma unroll
-                for (int i = 0; i < MWI; ++i)
-#pragma unroll
-                    for (int j = 0; j < NWI; ++j)
-                        acc[i][j] = mad(a[i], bv[j], acc[i][j]);
+            for (int j = 0; j < NWI / 4; ++j) {
+                const float4 v = vload4(0, &Bs[kk][j * GEMM_NDIMC * 4 + tx * 4]);
+                bv[4 * j] = v.x; bv[4 * j + 1] = v.y; bv[4 * j + 2] = v.z;
+                bv[4 * j + 3] = v.w;
             }
+#pragma unroll
+            for (int i = 0; i < MWI; ++i)
+#pragma unroll
+                for (int j = 0; j < NWI; ++j)
+                    acc[i][j] = mad(a[i], bv[j], acc[i][j]);
         }
+#if GEMM_PIPELINE
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t + 1 < steps) {
+            STORE_STEP();
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+#endif
     }
 
-    __global float *Cg = C + c_off + g * c_gs;
+    __global float *Cg = C + c_off + split * c_ss + g * c_gs;
     for (int j = 0; j < NWI; ++j) {
         const int n = n0 + (j / 4) * GEMM_NDIMC * 4 + tx * 4 + (j % 4);
         if (n >= N)
@@ -188,4 +298,19 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
             *c = beta ? *c + acc[i][j] : acc[i][j];
         }
     }
+}
+
+/* C[i] (+)= sum over s < S of part[part_off + s*count + i], in order of s (deterministic).
+ * Global size: count, padded to the work-group size. */
+__kernel void splitk_reduce(__global const float *restrict part, const long part_off,
+                            __global float *restrict C, const long count, const int S,
+                            const int beta)
+{
+    const long i = get_global_id(0);
+    if (i >= count)
+        return;
+    float acc = 0.0f;
+    for (int s = 0; s < S; ++s)
+        acc += part[part_off + s * count + i];
+    C[i] = beta ? C[i] + acc : acc;
 }
