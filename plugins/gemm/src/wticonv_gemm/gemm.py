@@ -136,12 +136,17 @@ def _check_int32(op: GemmOp) -> None:
 
 
 def _vec_aligned(op: GemmOp) -> bool:
-    """The GPU kernel's float4 loads apply: A contiguous along k, B a dense matrix along n,
-    and every stride and offset of both a multiple of 4 elements (16 bytes)."""
+    """The GPU kernel's float4 loads apply: A contiguous along k; B's columns contiguous in
+    runs of 4 (a dense matrix, or whole pictures of P pixels, P a multiple of 4, as x in a
+    stride-1 1x1 convolution); every stride and offset a multiple of 4 elements (16 bytes).
+    """
     a, b = op.a, op.b
-    dense = b.cols.ws == 1 and b.cols.ns == 0 and b.cols.hs == 0 and b.cols.P >= op.N
-    strides = (a.ms, a.off, a.gs, a.bs, a.bs2, b.ks, b.off, b.gs, b.bs, b.bs2)
-    return a.ks == 1 and b.ks != 1 and dense and all(v % 4 == 0 for v in strides)
+    cols = b.cols
+    dense = cols.ws == 1 and cols.ns == 0 and cols.hs == 0 and cols.P >= op.N
+    pictures = cols.ws == 1 and cols.hs == cols.Wo and cols.P % 4 == 0
+    strides = (a.ms, a.off, a.gs, a.bs, a.bs2, b.ks, b.off, b.gs, b.bs, b.bs2, cols.ns)
+    return (a.ks == 1 and b.ks != 1 and (dense or pictures)
+            and all(v % 4 == 0 for v in strides))
 
 
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None) -> Launch:

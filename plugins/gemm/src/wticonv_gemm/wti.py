@@ -8,9 +8,9 @@
 ``peak`` and ``bandwidth`` are the device's measured figures (wticonv.peak); each GEMM's
 efficiency comes from params.py (measured large-GEMM efficiency x tile utilisation x
 device fill); ``bytes`` counts each tensor element the data-movement kernels read or
-write once. The per-launch overhead is measured: an empty kernel's enqueue-to-end time,
-about 20 us through PoCL on the development machines' CPU and 6 us through NVIDIA's
-OpenCL driver on the H200.
+write once. The per-launch overhead is measured: an empty kernel's queued-to-end time,
+18 us through PoCL 3.1 on the development machines' CPU and 11 us through NVIDIA's OpenCL
+driver on the H200 (median of 200).
 
 Unlike MIOpen's GEMM WTI (a fixed slowdown factor per extra pass), the cost of every pass
 scales with the problem, so a small picture with many channels and a large picture with
@@ -22,7 +22,7 @@ from __future__ import annotations
 __all__ = ["LAUNCH_OVERHEAD_S", "predict_seconds", "wti"]
 
 #: Seconds per kernel launch, per device kind (measured; see module docstring).
-LAUNCH_OVERHEAD_S = {"cpu": 20e-6, "gpu": 6e-6}
+LAUNCH_OVERHEAD_S = {"cpu": 18e-6, "gpu": 11e-6}
 
 
 def predict_seconds(launches, device) -> float:

@@ -45,8 +45,9 @@
 #endif
 #ifndef GEMM_VEC
 #define GEMM_VEC 0      /* 1: float4 global loads of A (along k) and B (along n); the host sets
-                           it only for k-contiguous A and dense n-contiguous B whose strides
-                           and offsets are multiples of 4 (16-byte aligned) */
+                           it only for k-contiguous A and for B whose columns come in
+                           contiguous runs of 4, with strides and offsets that are multiples
+                           of 4 (16-byte aligned) */
 #endif
 #ifndef GEMM_A_KFAST
 #define GEMM_A_KFAST 1 /* 1: A is contiguous along k (a_ks == 1), load k-fastest; 0: m-fastest */
@@ -148,7 +149,7 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
         const int nq = idx % (GEMM_NWG / 4), kk = idx / (GEMM_NWG / 4);
         b_n4[i] = 4 * nq;
         b_k4[i] = kk;
-        b_pos4[i] = (long)(n0 + 4 * nq) + kk * b_ks;
+        b_pos4[i] = gemm_col(min(n0 + 4 * nq, N - 1), bP, bWo, bns, bhs, bws) + kk * b_ks;
     }
     float4 ra4[A_LOADS / 4], rb4[B_LOADS / 4];
 #endif
