@@ -48,6 +48,9 @@ class DeviceInfo:
     local_mem_bytes, global_mem_bytes, max_alloc_bytes : int
         Local memory per work-group, global memory, largest single buffer (bytes).
     max_work_group_size : int
+    vector_width : int
+        Preferred float vector width (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT): 16 on
+        AVX-512 CPUs, 8 on AVX2, 1 on most GPUs.
     """
 
     platform_index: int
@@ -64,6 +67,7 @@ class DeviceInfo:
     global_mem_bytes: int
     max_alloc_bytes: int
     max_work_group_size: int
+    vector_width: int = 1
 
     @property
     def key(self) -> str:
@@ -95,7 +99,8 @@ def _info(dev: cl.Device, p: int, d: int) -> DeviceInfo:
         kind=_kind(dev), compute_units=int(dev.max_compute_units),
         clock_mhz=int(dev.max_clock_frequency), local_mem_bytes=int(dev.local_mem_size),
         global_mem_bytes=int(dev.global_mem_size), max_alloc_bytes=int(dev.max_mem_alloc_size),
-        max_work_group_size=int(dev.max_work_group_size))
+        max_work_group_size=int(dev.max_work_group_size),
+        vector_width=max(1, int(dev.preferred_vector_width_float)))
 
 
 def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:

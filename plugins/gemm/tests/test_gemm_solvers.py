@@ -237,3 +237,38 @@ def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
     C = dev.download(bufs["c"], (M, N))
     ref = A.astype(np.float64) @ B[:, :N].astype(np.float64)
     assert rms_range(C, ref) < 1e-6
+
+
+@pytest.mark.parametrize("vector_width", [4, 8, 16])
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("p", [P(3, 13, 11, 9, 37, 3, 3, pad_h=1, pad_w=1),
+                               P(5, 48, 5, 5, 40, 1, 1),
+                               P(2, 24, 15, 13, 40, 1, 1, stride_h=2, stride_w=2)],
+                         ids=lambda p: p.key)
+def test_cpu_kernels_at_every_vector_width(handle, p, direction, vector_width):
+    """The CPU SGEMM kernels for AVX-512 (16), AVX2 (8) and SSE/NEON (4) vector widths,
+    run on whatever device is present."""
+    from wticonv_gemm import runner
+
+    q = p.with_direction(direction)
+    dev = handle.device
+    rng = np.random.default_rng(2)
+    data = {k: rng.uniform(-1, 1, s).astype(np.float32)
+            for k, s in (("x", q.x_shape), ("w", q.w_shape), ("y", q.y_shape))}
+    out = OUT[direction]
+    given = {k: v for k, v in data.items() if k != out}
+    ref = reference(q, **given)
+    plans = [plan.plan_im2col(q, "cpu", 2, 2**30, vector_width)]
+    if q.r == 1:
+        plans.append(plan.plan_1x1(q, "cpu", 2, vector_width))
+    for launches in plans:
+        assert all(f"-DGEMM_VW={vector_width}" in la.options for la in launches
+                   if la.kernel.startswith("sgemm"))
+        bufs = {k: dev.upload(v) for k, v in data.items()}
+        bufs["ws"] = dev.alloc(2**20)
+        bufs[out].release()
+        bufs[out] = dev.upload(np.full_like(data[out], np.nan))
+        runner.enqueue(dev, launches, bufs)
+        assert rms_range(dev.download(bufs[out], ref.shape), ref) < 1e-5
+        for b in bufs.values():
+            b.release()

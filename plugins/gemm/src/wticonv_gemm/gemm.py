@@ -149,10 +149,12 @@ def _vec_aligned(op: GemmOp) -> bool:
             and all(v % 4 == 0 for v in strides))
 
 
-def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None) -> Launch:
+def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
+                vector_width: int = 16) -> Launch:
     """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``).
 
-    ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads.
+    ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads;
+    ``vector_width`` is a CPU's preferred float vector width (see params.cpu_configs).
     """
     _check_int32(op)
     if op.splits > 1 and kind == "cpu":
@@ -161,8 +163,9 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     i64 = np.int64
     sizes = [np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2)]
     if kind == "cpu":
+        nn_cfg, nt_cfg = params.cpu_configs(vector_width)
         if a.ks == 1 and b.ks == 1:
-            cfg = params.CPU_NT
+            cfg = nt_cfg
             args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
                     b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), *b.cols.args(),
                     c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
@@ -170,19 +173,19 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
             grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
             return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nt", grid, (1, 1, 1), args,
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
-                                                             compute_units))
-        cfg = params.CPU_NN
+                                                             compute_units, cfg))
+        cfg = nn_cfg
         if b_len is None:
             b_len = op.max_offsets()["b"] + 1
         args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
                 i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
                 *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
                 *c.cols.args(), np.int32(op.beta))
-        grid = (-(-op.M // cfg.mr), -(-op.N // 32), op.groups)
-        contiguous = b.cols.ws == 1 and (b.cols.P >= 16 or b.cols.P >= op.N)
+        grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
+        contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
         return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1), args,
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
-                                                         compute_units, contiguous))
+                                                         compute_units, contiguous, cfg))
     cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
     vec = cfg.vec_ok() and _vec_aligned(op)
     options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)

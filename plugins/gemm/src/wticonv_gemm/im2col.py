@@ -42,8 +42,8 @@ def chunk_for(problem, device, workspace_limit: int | None) -> int:
 
 
 @lru_cache(maxsize=512)
-def _plan(problem, kind: str, compute_units: int, workspace_bytes: int):
-    return plan.plan_im2col(problem, kind, compute_units, workspace_bytes)
+def _plan(problem, kind: str, compute_units: int, workspace_bytes: int, vector_width: int):
+    return plan.plan_im2col(problem, kind, compute_units, workspace_bytes, vector_width)
 
 
 class Im2colSolver:
@@ -80,12 +80,14 @@ class Im2colSolver:
     @hookimpl
     def get_wti(self, problem, device, workspace_limit):
         ws = self.workspace_size(problem, device, workspace_limit)
-        launches = _plan(problem, _kind(device), device.info.compute_units, ws)
+        launches = _plan(problem, _kind(device), device.info.compute_units, ws,
+                         device.info.vector_width)
         return wti.wti(problem, launches, device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, _kind(device), device.info.compute_units, workspace.size)
+        launches = _plan(problem, _kind(device), device.info.compute_units, workspace.size,
+                         device.info.vector_width)
         runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
                                           "ws": workspace})
 

@@ -19,8 +19,8 @@ _INT32 = 2**31 - 1
 
 
 @lru_cache(maxsize=512)
-def _plan(problem, kind: str, compute_units: int):
-    return plan.plan_1x1(problem, kind, compute_units)
+def _plan(problem, kind: str, compute_units: int, vector_width: int):
+    return plan.plan_1x1(problem, kind, compute_units, vector_width)
 
 
 def _kind(device) -> str:
@@ -57,12 +57,13 @@ class OneByOneSolver:
 
     @hookimpl
     def get_wti(self, problem, device):
-        return wti.wti(problem, _plan(problem, _kind(device), device.info.compute_units),
-                       device)
+        return wti.wti(problem, _plan(problem, _kind(device), device.info.compute_units,
+                                      device.info.vector_width), device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, _kind(device), device.info.compute_units)
+        launches = _plan(problem, _kind(device), device.info.compute_units,
+                         device.info.vector_width)
         runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 

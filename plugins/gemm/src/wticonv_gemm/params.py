@@ -25,21 +25,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
-           "efficiency", "cpu_nn_efficiency", "cpu_nt_efficiency"]
+           "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency"]
 
 
 @dataclass(frozen=True)
 class CpuConfig:
-    """Register tile of a CPU kernel: ``mr`` rows x ``nr`` columns per work-item."""
+    """Register tile of a CPU kernel: ``mr`` rows x ``nr`` columns per work-item, vectors
+    of ``vw`` floats."""
 
     mr: int
     nr: int
     #: Fraction of the measured peak reached on a large GEMM (measured, see module doc).
     efficiency: float
+    vw: int = 16
 
     @property
     def options(self) -> str:
-        return f"-DGEMM_MR={self.mr} -DGEMM_NT_MR=4 -DGEMM_NT_NR=4"
+        return f"-DGEMM_VW={self.vw} -DGEMM_MR={self.mr} -DGEMM_NT_MR=4 -DGEMM_NT_NR=4"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,20 @@ class GpuConfig:
 
 CPU_NN = CpuConfig(mr=12, nr=32, efficiency=0.75)
 CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.35)
+
+
+def cpu_configs(vector_width: int) -> tuple[CpuConfig, CpuConfig]:
+    """``(sgemm_nn, sgemm_nt)`` configurations for a CPU whose preferred float vector width
+    (``CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT``) is ``vector_width``: 16 for AVX-512 (the
+    measured configurations above), 8 for AVX2 (16 registers: 6 rows x 2 vectors of
+    accumulators), 4 otherwise. Efficiencies for 8 and 4 are not measured here; they keep
+    the AVX-512 figures, which only scale the WTI of both kernels alike."""
+    vw = 16 if vector_width >= 16 else 8 if vector_width >= 8 else 4
+    if vw == 16:
+        return CPU_NN, CPU_NT
+    nn = CpuConfig(mr=6, nr=2 * vw, efficiency=CPU_NN.efficiency, vw=vw)
+    nt = CpuConfig(mr=4, nr=4, efficiency=CPU_NT.efficiency, vw=vw)
+    return nn, nt
 
 GPU_CONFIGS = (
     GpuConfig(128, 128, 8, 16, 16, efficiency=0.47),
@@ -103,27 +119,28 @@ def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
 
 
 def cpu_nn_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
-                      contiguous: bool) -> float:
+                      contiguous: bool, cfg: CpuConfig = CPU_NN) -> float:
     """Predicted fraction of peak of ``sgemm_nn``: ``CPU_NN.efficiency * util(M, mr) *
     util(N, 32) * fill * kfill``, times 0.25 when B's columns must be gathered element by
     element (strided pixels, pictures under 16 pixels); fill = min(1, work-items /
     (4 x cores)); kfill = K / (K + 8) (the tile's start and its stores)."""
-    items = -(-M // CPU_NN.mr) * -(-N // 32) * groups
+    items = -(-M // cfg.mr) * -(-N // cfg.nr) * groups
     fill = min(1.0, items / (4.0 * compute_units))
     gather = 1.0 if contiguous else 0.25
-    return (CPU_NN.efficiency * _util(M, CPU_NN.mr) * _util(N, 32) * fill * K / (K + 8.0)
+    return (cfg.efficiency * _util(M, cfg.mr) * _util(N, cfg.nr) * fill * K / (K + 8.0)
             * gather)
 
 
-def cpu_nt_efficiency(M: int, N: int, K: int, groups: int, compute_units: int) -> float:
+def cpu_nt_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
+                      cfg: CpuConfig = CPU_NT) -> float:
     """Predicted fraction of peak of ``sgemm_nt``: ``CPU_NT.efficiency * util(M, 4) *
     util(N, 4) * fill * vec``, vec = share of k done in 16-wide vectors (the tail of each
-    row runs scalar, 16 x slower)."""
-    items = -(-M // CPU_NT.mr) * -(-N // CPU_NT.nr) * groups
+    row runs scalar, vw x slower)."""
+    items = -(-M // cfg.mr) * -(-N // cfg.nr) * groups
     fill = min(1.0, items / (4.0 * compute_units))
-    kv = K // 16 * 16
-    vec = K / (kv + (K - kv) * 16.0) if K else 1.0
-    return CPU_NT.efficiency * _util(M, CPU_NT.mr) * _util(N, CPU_NT.nr) * fill * vec
+    kv = K // cfg.vw * cfg.vw
+    vec = K / (kv + (K - kv) * float(cfg.vw)) if K else 1.0
+    return cfg.efficiency * _util(M, cfg.mr) * _util(N, cfg.nr) * fill * vec
 
 
 def gpu_config(M: int, N: int, K: int, groups: int, compute_units: int) -> GpuConfig:

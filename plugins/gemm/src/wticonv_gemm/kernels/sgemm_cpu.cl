@@ -7,21 +7,25 @@
  * col(n) = (n / P)*ns + ((n % P) / Wo)*hs + ((n % P) % Wo)*ws for B and C.
  *
  * Two kernels:
- *  - sgemm_nn: each work-item computes GEMM_MR rows x 32 columns held in two float16
- *    registers per row; per k it broadcasts GEMM_MR scalars of A and loads 32 values of B.
- *    A 16-column vector of B is loaded with one vload16 when its columns are contiguous,
- *    with two vload16 and a select when it crosses one image boundary (1x1 convolutions
- *    on NCHW tensors), and element by element otherwise (strided columns, tiny images).
+ *  - sgemm_nn: each work-item computes GEMM_MR rows x 2*GEMM_VW columns held in two
+ *    vector registers per row; per k it broadcasts GEMM_MR scalars of A and loads two
+ *    vectors of B. A vector of B is one vector load when its columns are contiguous, two
+ *    loads and a select when it crosses one image boundary (1x1 convolutions on NCHW
+ *    tensors), and element by element otherwise (strided columns, tiny images).
  *  - sgemm_nt: for B given as rows along k (B(b, k, n) = B + ... + colB(n) + k, k
  *    contiguous in both operands, as in the backward-weights GEMM); each work-item
- *    computes GEMM_NT_MR x GEMM_NT_NR dot products with float16 partial sums along k.
+ *    computes GEMM_NT_MR x GEMM_NT_NR dot products with vector partial sums along k.
  *
  * The work-group size is 1: PoCL then runs each work-item's explicit vector code as is.
  * Grid dimension 0 walks the row blocks fastest, so the work-items that share a panel of
  * B run one after the other while it is in cache.
  */
+#ifndef GEMM_VW
+#define GEMM_VW 16       /* vector width in floats: 16 (AVX-512), 8 (AVX2), 4 (SSE, NEON) */
+#endif
 #ifndef GEMM_MR
-#define GEMM_MR 8        /* rows per work-item in sgemm_nn (8 to 12 fill 16-24 zmm registers) */
+#define GEMM_MR 12       /* rows per work-item in sgemm_nn: 2*GEMM_MR accumulator vectors +
+                            3 must fit the vector registers (32 with AVX-512, 16 with AVX2) */
 #endif
 #ifndef GEMM_NT_MR
 #define GEMM_NT_MR 4     /* rows per work-item in sgemm_nt */
@@ -29,6 +33,17 @@
 #ifndef GEMM_NT_NR
 #define GEMM_NT_NR 4     /* columns per work-item in sgemm_nt */
 #endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define floatv CAT(float, GEMM_VW)
+#define intv CAT(int, GEMM_VW)
+#define VLOAD CAT(vload, GEMM_VW)
+#define VSTORE CAT(vstore, GEMM_VW)
+#define VW GEMM_VW
+#define NR (2 * GEMM_VW)   /* columns per sgemm_nn work-item */
+
+__constant int LANES[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 #define B_CONTIG 0
 #define B_TWOSEG 1
@@ -42,38 +57,39 @@ inline long gemm_col(const int n, const int P, const int Wo, const long ns, cons
     return q * ns + ho * hs + wo * ws;
 }
 
-/* How to load the 16 columns n0 .. n0+15 (clamped to N-1) of B: offsets of each lane are
- * in off[]; returns B_CONTIG (off[i] = off[0] + i), B_TWOSEG (two contiguous runs, the
+/* How to load the VW columns n0 .. n0+VW-1 (clamped to N-1) of B: offsets of each lane
+ * are in off[]; returns B_CONTIG (off[i] = off[0] + i), B_TWOSEG (two contiguous runs, the
  * second starting at lane *split, both loadable within [0, b_len)) or B_GATHER. */
 inline int b_mode(const long *off, const int valid, const long b_len, int *split)
 {
-    int breaks = 0, at = 16;
-    for (int i = 1; i < 16; ++i) {
+    int breaks = 0, at = VW;
+    for (int i = 1; i < VW; ++i) {
         if (off[i] != off[i - 1] + 1) {
             ++breaks;
             at = i;
         }
     }
     *split = at;
-    if (valid < 16)
+    if (valid < VW)
         return B_GATHER;
     if (breaks == 0)
-        return off[0] + 16 <= b_len ? B_CONTIG : B_GATHER;
-    if (breaks == 1 && off[0] + 16 <= b_len && off[at] - at >= 0 && off[at] - at + 16 <= b_len)
+        return off[0] + VW <= b_len ? B_CONTIG : B_GATHER;
+    if (breaks == 1 && off[0] + VW <= b_len && off[at] - at >= 0 && off[at] - at + VW <= b_len)
         return B_TWOSEG;
     return B_GATHER;
 }
 
-inline float16 b_load(const __global float *p, const long *off, const int mode,
-                      const int split, const int16 lo_mask)
+inline floatv b_load(const __global float *p, const long *off, const int mode,
+                     const int split, const intv lo_mask)
 {
     if (mode == B_CONTIG)
-        return vload16(0, p + off[0]);
+        return VLOAD(0, p + off[0]);
     if (mode == B_TWOSEG)
-        return select(vload16(0, p + off[split] - split), vload16(0, p + off[0]), lo_mask);
-    return (float16)(p[off[0]], p[off[1]], p[off[2]], p[off[3]], p[off[4]], p[off[5]],
-                     p[off[6]], p[off[7]], p[off[8]], p[off[9]], p[off[10]], p[off[11]],
-                     p[off[12]], p[off[13]], p[off[14]], p[off[15]]);
+        return select(VLOAD(0, p + off[split] - split), VLOAD(0, p + off[0]), lo_mask);
+    float t[VW];
+    for (int i = 0; i < VW; ++i)
+        t[i] = p[off[i]];
+    return VLOAD(0, t);
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
@@ -89,16 +105,16 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
               const int beta)
 {
     const int m0 = get_global_id(0) * GEMM_MR;
-    const int n0 = get_global_id(1) * 32;
+    const int n0 = get_global_id(1) * NR;
     const long g = get_global_id(2);
     const __global float *Ag = A + a_off + g * a_gs;
     /* Column offsets relative to the group's B; b_len bounds every vector load. */
     const long bbase = b_off + g * b_gs;
-    const int valid0 = clamp(N - n0, 0, 16), valid1 = clamp(N - n0 - 16, 0, 16);
-    long off0[16], off1[16];
-    for (int i = 0; i < 16; ++i) {
+    const int valid0 = clamp(N - n0, 0, VW), valid1 = clamp(N - n0 - VW, 0, VW);
+    long off0[VW], off1[VW];
+    for (int i = 0; i < VW; ++i) {
         off0[i] = gemm_col(min(n0 + i, N - 1), bP, bWo, bns, bhs, bws);
-        off1[i] = gemm_col(min(n0 + 16 + i, N - 1), bP, bWo, bns, bhs, bws);
+        off1[i] = gemm_col(min(n0 + VW + i, N - 1), bP, bWo, bns, bhs, bws);
     }
     int split0, split1;
     /* Vector loads must stay inside B for every (b, k): check against the largest k and b. */
@@ -106,16 +122,16 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
                        (K - 1) * b_ks;
     const int mode0 = b_mode(off0, valid0, b_len - reach, &split0);
     const int mode1 = b_mode(off1, valid1, b_len - reach, &split1);
-    const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const int16 lo0 = lane < (int16)split0, lo1 = lane < (int16)split1;
+    const intv lane = VLOAD(0, LANES);
+    const intv lo0 = lane < (intv)split0, lo1 = lane < (intv)split1;
 
     long arow[GEMM_MR];
     for (int i = 0; i < GEMM_MR; ++i)
         arow[i] = (long)min(m0 + i, M - 1) * a_ms;
-    float16 c0[GEMM_MR], c1[GEMM_MR];
+    floatv c0[GEMM_MR], c1[GEMM_MR];
     for (int i = 0; i < GEMM_MR; ++i) {
-        c0[i] = (float16)(0.0f);
-        c1[i] = (float16)(0.0f);
+        c0[i] = (floatv)(0.0f);
+        c1[i] = (floatv)(0.0f);
     }
     const bool fast = mode0 == B_CONTIG && mode1 == B_CONTIG;
     for (int b = 0; b < NB; ++b) {
@@ -128,12 +144,12 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
             /* The common case (a column buffer, or whole image rows): two plain vloads. */
             const __global float *bk0 = Bb + off0[0], *bk1 = Bb + off1[0];
             for (int k = 0; k < K; ++k) {
-                const float16 v0 = vload16(0, bk0), v1 = vload16(0, bk1);
+                const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
                 bk0 += b_ks;
                 bk1 += b_ks;
 #pragma unroll
                 for (int i = 0; i < GEMM_MR; ++i) {
-                    const float16 a = (float16)(*ap[i]);
+                    const floatv a = (floatv)(*ap[i]);
                     ap[i] += a_ks;
                     c0[i] = mad(a, v0, c0[i]);
                     c1[i] = mad(a, v1, c1[i]);
@@ -151,15 +167,15 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
                                                 ? off1[split1] - split1
                                                 : (valid1 ? off1[0] : off0[0]));
             for (int k = 0; k < K; ++k) {
-                const float16 v0 = select(vload16(0, hi_p0), vload16(0, lo_p0), lo0);
-                const float16 v1 = select(vload16(0, hi_p1), vload16(0, lo_p1), lo1);
+                const floatv v0 = select(VLOAD(0, hi_p0), VLOAD(0, lo_p0), lo0);
+                const floatv v1 = select(VLOAD(0, hi_p1), VLOAD(0, lo_p1), lo1);
                 lo_p0 += b_ks;
                 hi_p0 += b_ks;
                 lo_p1 += b_ks;
                 hi_p1 += b_ks;
 #pragma unroll
                 for (int i = 0; i < GEMM_MR; ++i) {
-                    const float16 a = (float16)(*ap[i]);
+                    const floatv a = (floatv)(*ap[i]);
                     ap[i] += a_ks;
                     c0[i] = mad(a, v0, c0[i]);
                     c1[i] = mad(a, v1, c1[i]);
@@ -168,12 +184,12 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
         } else {
             for (int k = 0; k < K; ++k) {
                 const __global float *bk = Bb + k * b_ks;
-                const float16 v0 = b_load(bk, off0, mode0, split0, lo0);
-                const float16 v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
-                                          : (float16)(0.0f);
+                const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
+                const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
+                                         : (floatv)(0.0f);
 #pragma unroll
                 for (int i = 0; i < GEMM_MR; ++i) {
-                    const float16 a = (float16)(*ap[i]);
+                    const floatv a = (floatv)(*ap[i]);
                     ap[i] += a_ks;
                     c0[i] = mad(a, v0, c0[i]);
                     c1[i] = mad(a, v1, c1[i]);
@@ -182,26 +198,26 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
         }
     }
     __global float *Cg = C + c_off + g * c_gs;
-    long coff[32];
-    for (int j = 0; j < 32; ++j)
+    long coff[NR];
+    for (int j = 0; j < NR; ++j)
         coff[j] = gemm_col(min(n0 + j, N - 1), cP, cWo, cns, chs, cws);
-    const bool cvec = valid0 == 16 && valid1 == 16 && coff[15] == coff[0] + 15 &&
-                      coff[31] == coff[16] + 15;
+    const bool cvec = valid0 == VW && valid1 == VW && coff[VW - 1] == coff[0] + VW - 1 &&
+                      coff[NR - 1] == coff[VW] + VW - 1;
     for (int i = 0; i < GEMM_MR; ++i) {
         if (m0 + i >= M)
             break;
         __global float *crow = Cg + (long)(m0 + i) * c_ms;
-        float r[32];
-        vstore16(c0[i], 0, r);
-        vstore16(c1[i], 1, r);
-        if (cvec && coff[16] == coff[0] + 16) {
-            float16 lo = c0[i], hi = c1[i];
+        float r[NR];
+        VSTORE(c0[i], 0, r);
+        VSTORE(c1[i], 1, r);
+        if (cvec && coff[VW] == coff[0] + VW) {
+            floatv lo = c0[i], hi = c1[i];
             if (beta) {
-                lo += vload16(0, crow + coff[0]);
-                hi += vload16(0, crow + coff[16]);
+                lo += VLOAD(0, crow + coff[0]);
+                hi += VLOAD(0, crow + coff[VW]);
             }
-            vstore16(lo, 0, crow + coff[0]);
-            vstore16(hi, 0, crow + coff[16]);
+            VSTORE(lo, 0, crow + coff[0]);
+            VSTORE(hi, 0, crow + coff[VW]);
         } else {
             for (int j = 0; j < valid0 + valid1; ++j)
                 crow[coff[j]] = beta ? crow[coff[j]] + r[j] : r[j];
@@ -231,15 +247,15 @@ void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2
         arow[i] = a_off + g * a_gs + (long)min(m0 + i, M - 1) * a_ms;
     for (int j = 0; j < GEMM_NT_NR; ++j)
         bcol[j] = b_off + g * b_gs + gemm_col(min(n0 + j, N - 1), bP, bWo, bns, bhs, bws);
-    float16 acc[GEMM_NT_MR][GEMM_NT_NR];
+    floatv acc[GEMM_NT_MR][GEMM_NT_NR];
     for (int i = 0; i < GEMM_NT_MR; ++i)
         for (int j = 0; j < GEMM_NT_NR; ++j)
-            acc[i][j] = (float16)(0.0f);
+            acc[i][j] = (floatv)(0.0f);
     float tail[GEMM_NT_MR][GEMM_NT_NR];
     for (int i = 0; i < GEMM_NT_MR; ++i)
         for (int j = 0; j < GEMM_NT_NR; ++j)
             tail[i][j] = 0.0f;
-    const int kv = K & ~15;
+    const int kv = K - K % VW;
     for (int b = 0; b < NB; ++b) {
         const long b1 = b / NB2, b2 = b - b1 * NB2;
         const __global float *ap[GEMM_NT_MR], *bp[GEMM_NT_NR];
@@ -247,12 +263,12 @@ void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2
             ap[i] = A + arow[i] + b1 * a_bs + b2 * a_bs2;
         for (int j = 0; j < GEMM_NT_NR; ++j)
             bp[j] = B + bcol[j] + b1 * b_bs + b2 * b_bs2;
-        for (int k = 0; k < kv; k += 16) {
-            float16 av[GEMM_NT_MR], bv[GEMM_NT_NR];
+        for (int k = 0; k < kv; k += VW) {
+            floatv av[GEMM_NT_MR], bv[GEMM_NT_NR];
             for (int i = 0; i < GEMM_NT_MR; ++i)
-                av[i] = vload16(0, ap[i] + k);
+                av[i] = VLOAD(0, ap[i] + k);
             for (int j = 0; j < GEMM_NT_NR; ++j)
-                bv[j] = vload16(0, bp[j] + k);
+                bv[j] = VLOAD(0, bp[j] + k);
 #pragma unroll
             for (int i = 0; i < GEMM_NT_MR; ++i)
 #pragma unroll
@@ -272,10 +288,11 @@ void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2
         for (int i = 0; i < GEMM_NT_MR; ++i) {
             if (m0 + i >= M)
                 break;
-            const float16 v = acc[i][j];
-            const float8 h8 = v.lo + v.hi;
-            const float4 h4 = h8.lo + h8.hi;
-            const float s = h4.x + h4.y + h4.z + h4.w + tail[i][j];
+            float lanes[VW];
+            VSTORE(acc[i][j], 0, lanes);
+            float s = tail[i][j];
+            for (int l = 0; l < VW; ++l)
+                s += lanes[l];
             __global float *c = Cg + (long)(m0 + i) * c_ms + col;
             *c = beta ? *c + s : s;
         }
