@@ -52,6 +52,17 @@ __kernel void im2col(__global const float *restrict x, __global float *restrict 
     }
 }
 
+/* The output columns wo whose input column iw = w0 + wo * stride_w lies in [0, W):
+ * [*wlo, *whi), clamped to [0, Wo). */
+inline void inside_columns(const int w0, const int W, const int Wo, const int stride_w,
+                           int *wlo, int *whi)
+{
+    const int lo = w0 >= 0 ? 0 : (-w0 + stride_w - 1) / stride_w;
+    const int hi = W - 1 - w0 < 0 ? 0 : (W - 1 - w0) / stride_w + 1;
+    *wlo = min(lo, Wo);
+    *whi = clamp(hi, *wlo, Wo);
+}
+
 /* Global size (Nc, G*Cg*R*S): one work-item writes one image's row of the column buffer. */
 __kernel void im2col_cpu(__global const float *restrict x, __global float *restrict col,
                          const int n0, const int Nc, CONV_ARGS)
@@ -66,10 +77,8 @@ __kernel void im2col_cpu(__global const float *restrict x, __global float *restr
     __global float *out = col + (long)row * Nc * P + (long)n * P;
     /* Output columns wo in [wlo, whi) read inside the picture; the rest are padding. */
     const int w0 = s * dil_w - pad_w;
-    int wlo = w0 >= 0 ? 0 : (-w0 + stride_w - 1) / stride_w;
-    int whi = W - 1 - w0 < 0 ? 0 : (W - 1 - w0) / stride_w + 1;
-    wlo = min(wlo, Wo);
-    whi = clamp(whi, wlo, Wo);
+    int wlo, whi;
+    inside_columns(w0, W, Wo, stride_w, &wlo, &whi);
     for (int ho = 0; ho < Ho; ++ho) {
         __global float *o = out + ho * Wo;
         const int ih = ho * stride_h - pad_h + r * dil_h;
@@ -144,10 +153,8 @@ __kernel void col2im_cpu(__global const float *restrict col, __global float *res
         for (int s = 0; s < S; ++s) {
             const __global float *src = cg + (long)(r * S + s) * J;
             const int w0 = s * dil_w - pad_w;
-            int wlo = w0 >= 0 ? 0 : (-w0 + stride_w - 1) / stride_w;
-            int whi = W - 1 - w0 < 0 ? 0 : (W - 1 - w0) / stride_w + 1;
-            wlo = min(wlo, Wo);
-            whi = clamp(whi, wlo, Wo);
+            int wlo, whi;
+            inside_columns(w0, W, Wo, stride_w, &wlo, &whi);
             for (int ho = 0; ho < Ho; ++ho) {
                 const int ih = ho * stride_h - pad_h + r * dil_h;
                 if (ih < 0 || ih >= H)

@@ -134,6 +134,15 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
         c1[i] = (floatv)(0.0f);
     }
     const bool fast = mode0 == B_CONTIG && mode1 == B_CONTIG;
+/* One k-step of the register tile: broadcast A(m0+i, k) to a vector, multiply-add it with
+ * the two B vectors of this step, move every A row pointer to the next k. */
+#define ROW_MADS(v0, v1)                                                                  \
+    _Pragma("unroll") for (int i = 0; i < GEMM_MR; ++i) {                                \
+        const floatv a_ = (floatv)(*ap[i]);                                               \
+        ap[i] += a_ks;                                                                    \
+        c0[i] = mad(a_, (v0), c0[i]);                                                     \
+        c1[i] = mad(a_, (v1), c1[i]);                                                     \
+    }
     for (int b = 0; b < NB; ++b) {
         const long b1 = b / NB2, b2 = b - b1 * NB2;
         const __global float *ap[GEMM_MR];
@@ -147,13 +156,7 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
                 const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
                 bk0 += b_ks;
                 bk1 += b_ks;
-#pragma unroll
-                for (int i = 0; i < GEMM_MR; ++i) {
-                    const floatv a = (floatv)(*ap[i]);
-                    ap[i] += a_ks;
-                    c0[i] = mad(a, v0, c0[i]);
-                    c1[i] = mad(a, v1, c1[i]);
-                }
+                ROW_MADS(v0, v1);
             }
         } else if (mode0 != B_GATHER && (mode1 != B_GATHER || !valid1)) {
             /* Columns crossing one image boundary (1x1 convolutions on small pictures):
@@ -173,13 +176,7 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
                 hi_p0 += b_ks;
                 lo_p1 += b_ks;
                 hi_p1 += b_ks;
-#pragma unroll
-                for (int i = 0; i < GEMM_MR; ++i) {
-                    const floatv a = (floatv)(*ap[i]);
-                    ap[i] += a_ks;
-                    c0[i] = mad(a, v0, c0[i]);
-                    c1[i] = mad(a, v1, c1[i]);
-                }
+                ROW_MADS(v0, v1);
             }
         } else {
             for (int k = 0; k < K; ++k) {
@@ -187,13 +184,7 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
                 const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
                 const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
                                          : (floatv)(0.0f);
-#pragma unroll
-                for (int i = 0; i < GEMM_MR; ++i) {
-                    const floatv a = (floatv)(*ap[i]);
-                    ap[i] += a_ks;
-                    c0[i] = mad(a, v0, c0[i]);
-                    c1[i] = mad(a, v1, c1[i]);
-                }
+                ROW_MADS(v0, v1);
             }
         }
     }
