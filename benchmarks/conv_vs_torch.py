@@ -83,16 +83,22 @@ def main(argv=None) -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    if args.n < 1 or args.iterations < 1:
+        ap.error("-n and -i must be at least 1")
+    try:
+        net = load_network(args.network, args.n)
+        dirs = parse_directions(args.directions)
+    except (wticonv.WticonvError, ValueError) as e:
+        ap.error(str(e))
     handle = wticonv.Handle(args.device)
     kind = "gpu" if handle.device.kind == "gpu" else "cpu"
     if kind == "cpu":
         torch.set_num_threads(handle.device.info.compute_units)
     peak = handle.device.peak_flops
-    net = load_network(args.network, args.n)
     rows = []
     print(f"{args.network} N={args.n} on {handle.device.info.name} "
           f"(peak {peak / 1e12:.3f} TFLOP/s) vs PyTorch {torch.__version__} on {kind}")
-    jobs = [(layer, d) for layer in net.layers for d in parse_directions(args.directions)]
+    jobs = [(layer, d) for layer in net.layers for d in dirs]
     ours = []
     for layer, d in jobs:  # wticonv first, all layers, then PyTorch: no interference
         p = layer.problem.with_direction(d)

@@ -1,12 +1,14 @@
-"""Our SGEMM kernels against the vendor BLAS through PyTorch (cuBLAS with TF32 off on the
-GPU, oneDNN/MKL on the CPU), same sizes, same run.
+"""Our SGEMM kernels against the vendor BLAS through PyTorch, same sizes, same run.
+
+cuBLAS with TF32 off on the GPU, the CPU BLAS (oneDNN/MKL) on the CPU.
 
     python benchmarks/sgemm_vs_blas.py                 # default device, 4096^3 and others
     python benchmarks/sgemm_vs_blas.py --device gpu --sizes 4096x4096x4096
 
-Prints per size: our time and TFLOP/s (best of the iterations, OpenCL profiling events), the BLAS time
-and TFLOP/s (CUDA events / wall clock), the ratio ours / BLAS, the fraction of the
-device's measured peak, and the error against a float64 product on a sample of rows.
+Prints per size: our time and TFLOP/s (best of the iterations, OpenCL profiling events),
+the BLAS time and TFLOP/s (best of the iterations: CUDA events on the GPU, wall clock on
+the CPU), the ratio ours / BLAS, the fraction of the device's measured peak, and the
+error against a float64 product on a sample of rows.
 """
 
 from __future__ import annotations
@@ -87,8 +89,18 @@ def main(argv=None) -> int:
     peak = handle.device.peak_flops
     print(f"{handle.device.info.name}: measured peak {peak / 1e12:.2f} TFLOP/s; "
           f"BLAS via PyTorch {torch.__version__} ({'cuBLAS, TF32 off' if kind == 'gpu' else 'CPU'})")
+    sizes = []
     for size in args.sizes.split(","):
-        M, N, K = (int(v) for v in size.lower().split("x"))
+        try:
+            M, N, K = (int(v) for v in size.lower().split("x"))
+        except ValueError:
+            ap.error(f"--sizes: {size!r} is not MxNxK (three integers joined by x)")
+        if min(M, N, K) < 1:
+            ap.error(f"--sizes: {size!r} has a size below 1")
+        sizes.append((M, N, K))
+    if args.iterations < 1:
+        ap.error("-i must be at least 1")
+    for M, N, K in sizes:
         flops = 2 * M * N * K
         t_ours, err, options = ours(handle, M, N, K, args.iterations)
         t_blas = blas(torch, kind, M, N, K, args.iterations)

@@ -84,7 +84,8 @@ def test_load_plugins_env_selects_distributions(fake_dist, monkeypatch):
 
 def test_disable_solvers_env(monkeypatch):
     monkeypatch.setenv("WTICONV_DISABLE_SOLVERS", "direct.naive,other.x")
-    reg = SolverRegistry()
+    with pytest.warns(UserWarning, match="names 'other.x', which is not an installed solver"):
+        reg = SolverRegistry()
     assert "direct.naive" in reg.ids() and reg.disabled == {"direct.naive", "other.x"}
 
 
@@ -109,8 +110,8 @@ def test_each_solver_answers_for_itself():
     reg.register(a)
     reg.register(b)
     p = ConvProblem(1, 3, 8, 8, 4, 3, 3)
-    assert reg.call("p.a", "get_wti", problem=p, device=None) == 0.5
-    assert reg.call("p.b", "get_wti", problem=p, device=None) == 0.25
+    assert reg.call("p.a", "get_wti", problem=p, device=None, workspace_limit=None) == 0.5
+    assert reg.call("p.b", "get_wti", problem=p, device=None, workspace_limit=None) == 0.25
 
 
 def test_run_wrapper_plugin_sees_every_run():
@@ -140,6 +141,7 @@ def test_tracing_prints_hook_calls():
     reg.register(ns["solver"])
     reg.enable_tracing(out)
     p = ConvProblem(1, 3, 8, 8, 4, 3, 3)
-    reg.call("p.a", "get_wti", problem=p, device=None)
+    reg.call("p.a", "get_wti", problem=p, device=None, workspace_limit=None)
     line = out.getvalue().strip()
-    assert line.startswith(f"wticonv trace: p.a.get_wti(problem={p.key}) -> 0.5 [")
+    assert line.startswith(f"wticonv trace: p.a.get_wti(problem={p.key} workspace_limit=None)"
+                           " -> 0.5 [")

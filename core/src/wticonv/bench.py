@@ -8,6 +8,8 @@ the float64 reference (MIOpen's rms_range against the solver's tolerance), then 
 
 from __future__ import annotations
 
+import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -15,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import WticonvError
+from .errors import HostMemoryError, WticonvError
 from .handle import Handle
 from .networks import Network
 from .problem import DIRECTIONS, ConvProblem
@@ -146,6 +148,9 @@ class Measurement:
     error, tolerance : float or None
         rms_range against the float64 reference and the solver's tolerance (None when
         not verified).
+    note : str
+        Why the result was not verified although asked (the reference would not fit the
+        host's memory), else "".
     """
 
     selection: Selection
@@ -156,6 +161,7 @@ class Measurement:
     wall_ms: list[float]
     error: float | None = None
     tolerance: float | None = None
+    note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -175,9 +181,20 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
 
     sel = handle.select(p, workspace_limit, solver)
     dev = handle.device
-    data = random_inputs(p, seed)
-    out_name = _OUTPUT[p.direction]
     shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
+    nbytes = {name: 4 * math.prod(shape) for name, shape in shapes.items()}
+    for name, shape in shapes.items():
+        dev.check_alloc(nbytes[name], f"tensor {name} {shape}")
+    _check_host(sum(nbytes.values()), f"the arrays of {p.key}")
+    skip_reason = _reference_too_big(p) if verify else None
+    if skip_reason:
+        verify = False
+    try:
+        data = random_inputs(p, seed)
+    except MemoryError:
+        raise HostMemoryError(f"the host cannot hold the input arrays of {p.key} "
+                              f"({sum(nbytes.values()) / 2**30:.1f} GiB)") from None
+    out_name = _OUTPUT[p.direction]
     bufs = {}
     try:
         for name, shape in shapes.items():
@@ -185,7 +202,8 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
                           else dev.alloc(4 * int(np.prod(shape))))
         tensors = ConvTensors(bufs["x"], bufs["w"], bufs["y"])
         first = handle.run(p, tensors, selection=sel)
-        m = Measurement(sel, first.verdict, first.solver_id, first.workspace, [], [])
+        m = Measurement(sel, first.verdict, first.solver_id, first.workspace, [], [],
+                        note=skip_reason or "")
         sel = first.selection_used()
         result = dev.download(bufs[out_name], shapes[out_name]) if verify else None
         # Time before computing the reference: the reference's BLAS threads may keep
@@ -201,12 +219,42 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
         if verify:
             ref = reference(p, x=data.get("x"), w=data.get("w"), y=data.get("y"))
             m.error = float(rms_range(result, ref))
-            m.tolerance = float(solver_tolerance(handle, m.solver_id))
+            m.tolerance = float(solver_tolerance(handle, m.solver_id, p))
         return m
     finally:
         for b in bufs.values():
             if b is not None:
                 b.release()
+
+
+def _available_host_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _check_host(nbytes: int, what: str) -> None:
+    avail = _available_host_bytes()
+    if avail is not None and nbytes > 0.8 * avail:
+        raise HostMemoryError(f"{what} need {nbytes / 2**30:.1f} GiB of host memory, more than "
+                              f"the {avail / 2**30:.1f} GiB available; use a smaller batch")
+
+
+def _reference_too_big(p: ConvProblem) -> str | None:
+    """Why the float64 reference of ``p`` would not fit the host's free memory, or None.
+
+    Estimate: the float64 copies of x, w and y, one tap's column matrix (N x C x Ho x Wo)
+    and the float64 result, i.e. 8 bytes x (2 |x| + |w| + 2 |y| + N C Ho Wo)."""
+    avail = _available_host_bytes()
+    if avail is None:
+        return None
+    x, w, y = (math.prod(s) for s in (p.x_shape, p.w_shape, p.y_shape))
+    need = 8 * (2 * x + w + 2 * y + p.n * p.c * p.ho * p.wo)
+    if need <= 0.6 * avail:
+        return None
+    return (f"not verified: the float64 reference needs about {need / 2**30:.1f} GiB of host "
+            f"memory, more than the {avail / 2**30:.1f} GiB available")
 
 
 def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, verify: bool,
@@ -220,6 +268,8 @@ def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, v
     if row.measured_ms > 0:
         row.gflops = p.flops / (row.measured_ms * 1e-3) / 1e9
     row.ok = m.ok
+    if m.note:
+        row.message = m.note
     if not row.ok:
         row.message = (f"verification FAILED: rms_range {row.error:.3g} > tolerance "
                        f"{row.tolerance:.3g}")

@@ -204,20 +204,12 @@ class Device:
                 return f
             stored = self.store.get_device_figures(self.key)
             if stored is None:
-                from .peak import measure_device_figures, probe_key
-
-                unusable = self.store.get_device_unusable(probe_key(self.key))
-                if unusable is not None:
-                    raise KernelBuildError(unusable)
-                try:
-                    stored = measure_device_figures(self)
-                except (KernelBuildError, cl.Error) as e:
-                    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-                    detail = next((ln for ln in lines if ln.lower().startswith("error")),
-                                  lines[0] if lines else type(e).__name__)
-                    self.store.put_device_unusable(probe_key(self.key), detail)
-                    raise KernelBuildError(detail) from None
-                self.store.put_device_figures(self.key, *stored)
+                # One process measures at a time: concurrent measurements disturb each other
+                # (and would cache a low peak); the others then read the stored figures.
+                with self.store.exclusive("measure"):
+                    stored = self.store.get_device_figures(self.key)
+                    if stored is None:
+                        stored = self._measure_once()
             f.peak_flops, f.bandwidth = stored
         return f
 
@@ -228,12 +220,29 @@ class Device:
 
         return self.store.get_device_unusable(probe_key(self.key))
 
+    def _measure_once(self) -> tuple[float, float]:
+        from .peak import measure_device_figures, probe_key
+
+        unusable = self.store.get_device_unusable(probe_key(self.key))
+        if unusable is not None:
+            raise KernelBuildError(unusable)
+        try:
+            stored = measure_device_figures(self)
+        except (KernelBuildError, cl.Error) as e:
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            detail = next((ln for ln in lines if ln.lower().startswith("error")),
+                          lines[0] if lines else type(e).__name__)
+            self.store.put_device_unusable(probe_key(self.key), detail)
+            raise KernelBuildError(detail) from None
+        self.store.put_device_figures(self.key, *stored)
+        return stored
+
     def measure_figures(self) -> tuple[float, float]:
         """Measure peak and bandwidth again now; the store keeps, for each, the best of
         this and earlier measurements (a busy machine only reads low). Returns them."""
         from .peak import measure_device_figures
 
-        with self._figures.lock:
+        with self._figures.lock, self.store.exclusive("measure"):
             peak, bw = self.store.put_device_figures(self.key, *measure_device_figures(self),
                                                      keep_best=True)
             self._figures.peak_flops, self._figures.bandwidth = peak, bw

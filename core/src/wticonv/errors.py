@@ -19,6 +19,7 @@ __all__ = [
     "KernelBuildError",
     "DeviceMemoryError",
     "StoreError",
+    "HostMemoryError",
     "PluginError",
     "SolverNotFoundError",
     "SolverNotApplicableError",
@@ -65,6 +66,10 @@ class DeviceError(WticonvError):
 class DeviceMemoryError(WticonvError):
     """A buffer does not fit the device (larger than its largest allocation, or out of
     memory); the message says how many bytes and what the device allows."""
+
+
+class HostMemoryError(WticonvError):
+    """The host (CPU RAM) cannot hold the arrays of a run or of its reference check."""
 
 
 class StoreError(WticonvError):

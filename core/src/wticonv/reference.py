@@ -96,13 +96,14 @@ def rms_range(a: np.ndarray, b: np.ndarray) -> float:
     Returns 0.0 for empty or all-zero arrays, and NaN when either holds a NaN or an
     infinity (a result with NaN or Inf never passes a tolerance check).
     """
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
+    with np.errstate(all="ignore"):
+        a = np.asarray(a, dtype=np.float64).ravel()
+        b = np.asarray(b, dtype=np.float64).ravel()
     if a.shape != b.shape:
         raise ValueError(f"rms_range: shapes differ ({a.size} vs {b.size} elements)")
     if a.size == 0:
         return 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(all="ignore"):
         diff = float(np.sqrt(np.sum((a - b) ** 2)))
         scale = max(float(np.max(np.abs(a))), float(np.max(np.abs(b))))
     if not (np.isfinite(diff) and np.isfinite(scale)):

@@ -170,6 +170,18 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
     return v
 
 
+def _tensor_too_big(problem: ConvProblem, device: Device) -> str:
+    """Why a tensor of ``problem`` cannot be allocated on ``device`` ("" if all fit)."""
+    limit = device.info.max_alloc_bytes
+    for name, shape in (("x", problem.x_shape), ("w", problem.w_shape),
+                        ("y", problem.y_shape)):
+        nbytes = 4 * math.prod(shape)
+        if nbytes > limit:
+            return (f"tensor {name} {shape} needs {nbytes} bytes, more than the device's "
+                    f"largest buffer ({limit} bytes)")
+    return ""
+
+
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
            workspace_limit: int | None = None, solver: str | None = None) -> Selection:
     """Rank every installed solver for ``problem`` on ``device`` and choose one.
@@ -198,8 +210,13 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
                             "integer number of bytes, or None for no limit")
     if solver is not None:
         registry.get(solver)
-    verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver)
-                for sid in registry.ids()]
+    too_big = _tensor_too_big(problem, device)
+    if too_big:
+        verdicts = [Verdict(sid, registry.solvers[sid].distribution, reason=too_big)
+                    for sid in registry.ids()]
+    else:
+        verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver)
+                    for sid in registry.ids()]
     if solver is not None:
         v = next(v for v in verdicts if v.solver_id == solver)
         if not v.applicable:

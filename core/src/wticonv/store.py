@@ -13,7 +13,8 @@ Tables (keyed by device key = platform | device name | driver version):
 - ``program_binaries``: compiled OpenCL program binaries per (device, source + options digest).
 
 Writes are single transactions in WAL mode with a busy timeout, so several processes may
-share the file; a database that cannot be opened (corrupt, not SQLite) is moved aside to
+share the file (a lock held by another process is waited for); a database that is not an
+SQLite file, or lacks columns this version uses, is moved aside to
 ``wticonv.sqlite.corrupt-<time>`` with a warning and a fresh one is created.
 """
 
@@ -21,10 +22,13 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import sqlite3
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
@@ -63,6 +67,11 @@ _COLUMNS = {
     "device_unusable": {"device_key", "reason", "noted_at"},
     "program_binaries": {"device_key", "digest", "binary", "created_at"},
 }
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
 
 
 def default_cache_dir() -> Path:
@@ -107,8 +116,32 @@ class Store:
         return conn
 
     def _open_checked(self) -> sqlite3.Connection:
+        """Open (and on first use initialise) the database.
+
+        A database locked by another process is waited for (up to a minute); one that is
+        not an SQLite file, or whose tables lack columns this version uses, is moved aside
+        with a warning and replaced by a new one.
+        """
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                return self._open_and_init()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise StoreError(f"the cache database {self.path} cannot be used ({e}); "
+                                     "check the disk, or set WTICONV_CACHE_DIR elsewhere"
+                                     ) from None
+                if time.monotonic() > deadline:
+                    raise StoreError(f"the cache database {self.path} stayed locked by another "
+                                     "process for a minute; try again, or set "
+                                     "WTICONV_CACHE_DIR elsewhere") from None
+                time.sleep(0.02 + random.random() * 0.08)
+            except sqlite3.DatabaseError as e:
+                self._move_aside(e)
+
+    def _open_and_init(self) -> sqlite3.Connection:
+        conn = self._open()
         try:
-            conn = self._open()
             if not self._initialised:
                 with conn:
                     conn.executescript(_SCHEMA)
@@ -116,22 +149,37 @@ class Store:
                                  (str(SCHEMA_VERSION),))
                 self._check_schema(conn)
                 self._initialised = True
-            return conn
-        except sqlite3.DatabaseError as e:
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            warnings.warn(f"wticonv: the cache database {self.path} cannot be used ({e}); "
-                          f"moved it to {aside} and started a new one", stacklevel=3)
-            for suffix in ("", "-wal", "-shm"):
-                p = Path(str(self.path) + suffix)
-                if p.exists():
-                    os.replace(p, Path(str(aside) + suffix))
-            conn = self._open()
-            with conn:
-                conn.executescript(_SCHEMA)
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                             (str(SCHEMA_VERSION),))
-            self._initialised = True
-            return conn
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _move_aside(self, error: Exception) -> None:
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+        warnings.warn(f"wticonv: the cache database {self.path} cannot be used ({error}); "
+                      f"moved it to {aside} and started a new one", stacklevel=4)
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                os.replace(p, Path(str(aside) + suffix))
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold an inter-process lock (a locked file ``<name>.lock`` in the cache directory)
+        while the block runs: used so that only one process measures a device at a time.
+        Where file locks are not available, the block runs unlocked."""
+        self._connect()  # creates and checks the directory
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        with open(self.cache_dir / f"{name}.lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     @staticmethod
     def _check_schema(conn: sqlite3.Connection) -> None:

@@ -135,14 +135,15 @@ def test_1x1_has_no_workspace_and_a_real_wti(handle):
 
 
 HUGE_GPU = SimpleNamespace(kind="gpu", info=SimpleNamespace(
-    compute_units=132, max_alloc_bytes=2**40, max_work_group_size=1024))
+    compute_units=132, max_alloc_bytes=2**40, max_work_group_size=1024,
+    global_mem_bytes=2**44))
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
 def test_planning_past_2_31_is_64_bit(direction):
     # 4608 x 802816 = 3.7e9 column elements: planned, never allocated.
     p = P(n=256, c=512, h=56, w=56, k=512, r=3, s=3, pad_h=1, pad_w=1, direction=direction)
-    nc = chunk_for(p, HUGE_GPU, None)
+    nc = chunk_for(p, HUGE_GPU, 2**40)
     assert nc == 256
     ws = nc * plan.col_bytes_per_image(p)
     assert ws // 4 == 4608 * 256 * 3136 > 2**31
@@ -166,7 +167,7 @@ def test_planning_past_2_31_is_64_bit(direction):
 
 def test_chunks_keep_the_gemm_width_32_bit():
     p = P(n=65536, c=4, h=224, w=224, k=4, r=1, s=1)
-    nc = chunk_for(p, HUGE_GPU, None)
+    nc = chunk_for(p, HUGE_GPU, 2**40)
     assert nc * 224 * 224 < 2**31 and (nc + 1) * 224 * 224 >= 2**31
 
 
@@ -272,3 +273,13 @@ def test_cpu_kernels_at_every_vector_width(handle, p, direction, vector_width):
         assert rms_range(dev.download(bufs[out], ref.shape), ref) < 1e-5
         for b in bufs.values():
             b.release()
+
+
+def test_default_workspace_is_capped_without_a_limit():
+    p = P(n=64, c=256, h=224, w=224, k=256, r=3, s=3, pad_h=1, pad_w=1)
+    per_image = plan.col_bytes_per_image(p)
+    nc = chunk_for(p, HUGE_GPU, None)
+    assert nc * per_image <= 2**30 < (nc + 1) * per_image
+    huge = P(n=2, c=4096, h=128, w=128, k=8, r=3, s=3, pad_h=1, pad_w=1)
+    assert plan.col_bytes_per_image(huge) > 2**30
+    assert chunk_for(huge, HUGE_GPU, None) == 1  # at least one image, cap or not

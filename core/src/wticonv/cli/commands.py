@@ -119,6 +119,7 @@ def solvers(as_json: bool) -> int:
 
 
 @cli.command()
+@_trace_option
 @_json_option
 @click.option("--measure", is_flag=True,
               help="Measure every usable device now (the cache keeps the best of all "
@@ -243,8 +244,8 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
             "wti": m.verdict.wti, "workspace": m.workspace, "kernel_ms": ms,
             "wall_ms": float(np.mean(m.wall_ms)) if m.wall_ms else None,
             "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
-            "iterations": cmd.iterations, "verified": cmd.verify, "ok": m.ok,
-            "error": m.error, "tolerance": m.tolerance}
+            "iterations": cmd.iterations, "verified": m.error is not None, "ok": m.ok,
+            "error": m.error, "tolerance": m.tolerance, "note": m.note}
 
 
 @cli.command()
@@ -296,6 +297,7 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
 
 
 @cli.command()
+@_trace_option
 @click.option("--clear", is_flag=True, help="Delete every record (measured figures, binaries).")
 @_json_option
 def cache(clear: bool, as_json: bool) -> int:

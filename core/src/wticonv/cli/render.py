@@ -36,7 +36,8 @@ def _flops(n: int) -> str:
 
 
 def _ms(v) -> str:
-    return "-" if v is None else f"{v:.3g}" if v < 1 else f"{v:.3f}"
+    """Milliseconds with 4 significant digits."""
+    return "-" if v is None else f"{v:.4g}"
 
 
 def _bytes(n) -> str:
@@ -103,7 +104,7 @@ def selection(s, device) -> None:
         verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
         t.add_row(_num(v.rank, "{}"), v.solver_id, "yes" if v.applicable else "no",
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
-                  _num(v.wti, "{:.4g}"), _bytes(v.workspace), _ms(v.predicted_ms),
+                  _num(v.wti, "{:.3g}"), _bytes(v.workspace), _ms(v.predicted_ms),
                   v.wti_source or "-", verdict)
     _out.print(t)
 
@@ -116,7 +117,7 @@ _NAMES = {"fwd": ("Forward Conv.", "Forward Convolution"),
 def conv_result(r: dict, wall: bool) -> None:
     short, long = _NAMES[r["direction"]]
     if "solver" not in r:
-        _out.print(f"{long} FAILED: {r['message']}")
+        _out.print(f"{long} FAILED: {r['message']}", soft_wrap=True)
         return
     _out.print(f"{short} Algorithm: {r['solver']} (WTI {_num(r['wti'], '{:.4g}')}, "
                f"workspace {r['workspace']} bytes)")
@@ -124,6 +125,8 @@ def conv_result(r: dict, wall: bool) -> None:
                f"{r['iterations']}), {_num(r['gflops'], '{:.2f}')} GFLOP/s")
     if wall:
         _out.print(f"Wall-clock Time {short} Elapsed: {r['wall_ms']:.6f} ms")
+    if r.get("note"):
+        _out.print(f"{long}: {r['note']}", soft_wrap=True)
     if r["verified"]:
         if r["ok"]:
             _out.print(f"{long} Verifies OK on CPU reference "
@@ -144,19 +147,26 @@ def bench_report(rep) -> None:
         t.add_column(col, justify=just, no_wrap=col not in ("layer", ""),
                      overflow="fold" if col == "" else "ellipsis",
                      max_width=24 if col == "layer" else None)
+    notes = []
     for r in rep.rows:
         frac = (r.gflops / rep.peak_gflops * 100) if r.gflops else None
-        status = "ok" if r.ok else ("[red]FAIL[/red] " + r.message)
+        if r.ok:
+            status = "ok" if not r.message else f"ok, see note {len(notes) + 1}"
+        else:
+            status = f"[red]FAIL[/red], see note {len(notes) + 1}"
+        if r.message:
+            notes.append(f"{r.direction} {r.key}: {r.message}")
         t.add_row(r.layer, r.key, str(r.count), r.solver or "-", _num(r.wti, "{:.3g}"),
                   _bytes(r.workspace), _ms(r.predicted_ms), _ms(r.measured_ms),
                   _num(r.gflops, "{:.2f}"),
                   _num(frac, "{:.1f}"), _num(r.error, "{:.1e}"), status)
     _out.print(t)
+    for i, note in enumerate(notes, 1):
+        _out.print(f"note {i}: {note}", soft_wrap=True)
     measured = rep.total_ms("measured_ms")
     tflops = rep.total_flops / (measured * 1e-3) / 1e9 if measured else None
-    _out.print(f"layers: {rep.layers} distinct x "
-               f"{len(rep.directions)} direction(s) = {len(rep.rows)} runs; failures: "
-               f"{len(rep.failures)}")
+    _out.print(f"layers: {rep.layers} distinct x {len(rep.directions)} direction(s): "
+               f"{len(rep.rows)} runs done; failures: {len(rep.failures)}")
     _out.print(f"network time (each layer x its count): measured {measured:.2f} ms, predicted "
                f"{rep.total_ms('predicted_ms'):.2f} ms; {_num(tflops, '{:.2f}')} GFLOP/s "
                "overall")
@@ -166,9 +176,12 @@ def bench_report(rep) -> None:
         _out.print(f"note: {note}")
     if rep.failures:
         _out.print(f"[red]{len(rep.failures)} layer run(s) FAILED[/red]")
-    else:
-        _out.print("all layers verified" if any(r.error is not None for r in rep.rows)
-                   else "all layers ran (not verified)")
+    if rep.interrupted:
+        _out.print("[yellow]interrupted: only the runs above were done[/yellow]")
+    elif not rep.failures:
+        verified = sum(r.error is not None for r in rep.rows)
+        _out.print("all layers verified" if verified == len(rep.rows) else
+                   f"all layers ran; {verified} of {len(rep.rows)} verified")
 
 
 class Progress:

@@ -14,6 +14,7 @@ allocating anything.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,7 +116,8 @@ class Launch:
 
     ``args`` holds NumPy scalars and buffer names (str), bound when enqueued. The cost
     feeds the WTI model (wti.py): ``flops`` at ``efficiency`` x peak for GEMMs, ``bytes``
-    of memory traffic at the device's bandwidth for the data-movement kernels.
+    of memory traffic at the device's bandwidth, ``fixed_s`` seconds of per-work-item
+    set-up.
     """
 
     source: str
@@ -127,12 +129,20 @@ class Launch:
     flops: int = 0
     efficiency: float = 0.0
     bytes: int = 0
+    #: Fixed time of the launch beyond its FLOPs and bytes, seconds (per-work-item set-up).
+    fixed_s: float = 0.0
 
 
 def _check_int32(op: GemmOp) -> None:
     for name in ("M", "N", "K", "nb", "nb2", "groups"):
         if getattr(op, name) > _BIG:
             raise ValueError(f"GEMM {name}={getattr(op, name)} exceeds a 32-bit kernel argument")
+
+
+def _traffic(op: GemmOp) -> int:
+    """Bytes a GEMM moves at least: A and B read once, C written (and read when beta)."""
+    per_group = op.M * op.K * op.nb + op.K * op.nb * op.N + op.M * op.N * (1 + op.beta)
+    return 4 * op.groups * per_group
 
 
 def _vec_aligned(op: GemmOp) -> bool:
@@ -173,7 +183,8 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
             grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
             return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nt", grid, (1, 1, 1), args,
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
-                                                             compute_units, cfg))
+                                                             compute_units, cfg),
+                          _traffic(op), math.prod(grid) * params.CPU_NT_ITEM_S / compute_units)
         cfg = nn_cfg
         if b_len is None:
             b_len = op.max_offsets()["b"] + 1
@@ -185,7 +196,8 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
         return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1), args,
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
-                                                         compute_units, contiguous, cfg))
+                                                         compute_units, contiguous, cfg),
+                      _traffic(op), math.prod(grid) * params.CPU_NN_ITEM_S / compute_units)
     cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
     vec = cfg.vec_ok() and _vec_aligned(op)
     options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
@@ -199,7 +211,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
                             compute_units, vec)
     return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1), args,
-                  op.flops, eff)
+                  op.flops, eff, _traffic(op))
 
 
 def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int) -> int:

@@ -2,13 +2,14 @@
 
     time = sum over launches of  overhead
                                + flops / (peak * efficiency)     (GEMMs)
-                               + bytes / bandwidth                (im2col, col2im, fill)
+                               + bytes / bandwidth                (every kernel's traffic)
+                               + fixed_s                          (CPU work-item set-up)
     WTI  = direct FLOPs / (peak * time)
 
 ``peak`` and ``bandwidth`` are the device's measured figures (wticonv.peak); each GEMM's
 efficiency comes from params.py (measured large-GEMM efficiency x tile utilisation x
-device fill); ``bytes`` counts each tensor element the data-movement kernels read or
-write once. The per-launch overhead is measured: an empty kernel's queued-to-end time,
+device fill); ``bytes`` counts each tensor element a kernel reads or writes once (for a
+GEMM: A, B and C); ``fixed_s`` is the CPU kernels' per-work-item set-up (params.py). The per-launch overhead is measured: an empty kernel's queued-to-end time,
 18 us through PoCL 3.1 on the development machines' CPU and 11 us through NVIDIA's OpenCL
 driver on the H200 (median of 200).
 
@@ -35,6 +36,7 @@ def predict_seconds(launches, device) -> float:
             t += launch.flops / (device.peak_flops * max(launch.efficiency, 1e-6))
         if launch.bytes:
             t += launch.bytes / device.bandwidth
+        t += launch.fixed_s
     return t
 
 
