@@ -77,6 +77,10 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="wticonv device spec (gpu, cpu, P:D)")
     ap.add_argument("--solver", default=None, help="force a wticonv solver id")
     ap.add_argument("-i", "--iterations", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure every layer this many times, spread over the run, on both "
+                         "sides, and keep each side's best (a shared machine's slow spells "
+                         "last seconds)")
     ap.add_argument("--json", default=None, help="also write every row to this file")
     args = ap.parse_args(argv)
     import torch
@@ -99,16 +103,22 @@ def main(argv=None) -> int:
     print(f"{args.network} N={args.n} on {handle.device.info.name} "
           f"(peak {peak / 1e12:.3f} TFLOP/s) vs PyTorch {torch.__version__} on {kind}")
     jobs = [(layer, d) for layer in net.layers for d in dirs]
-    ours = []
-    for layer, d in jobs:  # wticonv first, all layers, then PyTorch: no interference
-        p = layer.problem.with_direction(d)
-        ours.append(measure(handle, p, args.iterations, verify=True, solver=args.solver))
+    ours = [None] * len(jobs)
+    for rep in range(max(1, args.repeat)):  # wticonv first, all layers, then PyTorch
+        for i, (layer, d) in enumerate(jobs):
+            p = layer.problem.with_direction(d)
+            m = measure(handle, p, args.iterations, verify=rep == 0, solver=args.solver)
+            if ours[i] is None:
+                ours[i] = m
+            else:
+                ours[i].kernel_ms.extend(m.kernel_ms)
     print(f"{'layer':16} {'dir':3} {'key':58} {'solver':12} {'ours ms':>9} {'torch ms':>9} "
           f"{'ratio':>6} {'TFLOP/s':>8} {'%peak':>6} {'err':>8}")
     for (layer, d), m in zip(jobs, ours):
         p = layer.problem.with_direction(d)
         t_ours = min(m.kernel_ms)
-        theirs = torch_timer(torch, kind, p, d, args.iterations)
+        theirs = min(torch_timer(torch, kind, p, d, args.iterations)
+                     for _ in range(max(1, args.repeat)))
         tflops = p.flops / (t_ours * 1e-3) / 1e12
         row = dict(layer=layer.name, direction=d, key=p.key, solver=m.solver_id,
                    ours_ms=t_ours, torch_ms=theirs, ratio=t_ours / theirs, tflops=tflops,
