@@ -227,10 +227,10 @@ def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int)
 
 
 def splitk_reduce_launch(part: str, part_off: int, c: str, count: int, splits: int,
-                         beta: int) -> Launch:
-    """``c[i] (+)= sum_s part[part_off + s*count + i]`` (kernel splitk_reduce)."""
+                         beta: int, c_off: int = 0) -> Launch:
+    """``c[c_off + i] (+)= sum_s part[part_off + s*count + i]`` (kernel splitk_reduce)."""
     local = 256
     return Launch("sgemm_gpu.cl", params.GPU_CONFIGS[0].options(True, False), "splitk_reduce",
                   (-(-count // local) * local,), (local,),
-                  (part, np.int64(part_off), c, np.int64(count), np.int32(splits),
-                   np.int32(beta)), bytes=4 * count * (splits + 1 + beta))
+                  (part, np.int64(part_off), c, np.int64(c_off), np.int64(count),
+                   np.int32(splits), np.int32(beta)), bytes=4 * count * (splits + 1 + beta))

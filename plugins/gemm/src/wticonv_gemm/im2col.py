@@ -14,33 +14,19 @@ from functools import lru_cache
 
 from wticonv import Decline, hookimpl
 
-from . import plan, runner, wti
+from . import plan, runner, workspace, wti
 
 __all__ = ["Im2colSolver", "solver", "chunk_for"]
 
 _INT32 = 2**31 - 1
 
 
-#: With no workspace limit, the column buffer is kept under this share of the device's
-#: memory, and under DEFAULT_CAP_BYTES: a bigger chunk barely helps (a 110 MiB buffer for
-#: 16 images ran no faster than a 7 MiB one) and costs memory the caller may need.
-DEFAULT_CAP_BYTES = 2**30
-DEFAULT_CAP_SHARE = 8
-
-
-def _room(device, workspace_limit: int | None, problem=None) -> int:
-    """Bytes the workspace may take: the caller's limit, else the default cap (at least one
-    image's column buffer), never more than the device's largest buffer."""
-    if workspace_limit is None:
-        cap = min(DEFAULT_CAP_BYTES, device.info.global_mem_bytes // DEFAULT_CAP_SHARE)
-        if problem is not None:
-            cap = max(cap, plan.col_bytes_per_image(problem))
-        return min(cap, device.info.max_alloc_bytes)
-    return min(workspace_limit, device.info.max_alloc_bytes)
-
-
 def _kind(device) -> str:
     return "cpu" if device.kind == "cpu" else "gpu"
+
+
+def _room(device, workspace_limit: int | None, problem) -> int:
+    return workspace.room(device, workspace_limit, plan.col_bytes_per_image(problem))
 
 
 @lru_cache(maxsize=2048)

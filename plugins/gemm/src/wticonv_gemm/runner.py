@@ -20,10 +20,12 @@ _lock = threading.Lock()
 
 
 def kernel_source(name: str) -> str:
-    """The OpenCL C source ``kernels/<name>`` of this package."""
+    """The OpenCL C source ``kernels/<file>`` named by ``name``: ``"file.cl"`` in this
+    package, or ``"package:file.cl"`` in another (plugins that reuse this runner)."""
     if name not in _sources:
-        _sources[name] = importlib.resources.files("wticonv_gemm").joinpath(
-            "kernels", name).read_text()
+        package, _, file = name.rpartition(":")
+        _sources[name] = importlib.resources.files(package or "wticonv_gemm").joinpath(
+            "kernels", file).read_text()
     return _sources[name]
 
 

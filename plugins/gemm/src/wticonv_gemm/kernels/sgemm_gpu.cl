@@ -301,11 +301,12 @@ void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
     }
 }
 
-/* C[i] (+)= sum over s < S of part[part_off + s*count + i], in order of s (deterministic).
+/* C[c_off + i] (+)= sum over s < S of part[part_off + s*count + i], in order of s
+ * (deterministic).
  * Global size: count, padded to the work-group size. */
 __kernel void splitk_reduce(__global const float *restrict part, const long part_off,
-                            __global float *restrict C, const long count, const int S,
-                            const int beta)
+                            __global float *restrict C, const long c_off, const long count,
+                            const int S, const int beta)
 {
     const long i = get_global_id(0);
     if (i >= count)
@@ -313,5 +314,5 @@ __kernel void splitk_reduce(__global const float *restrict part, const long part
     float acc = 0.0f;
     for (int s = 0; s < S; ++s)
         acc += part[part_off + s * count + i];
-    C[i] = beta ? C[i] + acc : acc;
+    C[c_off + i] = beta ? C[c_off + i] + acc : acc;
 }

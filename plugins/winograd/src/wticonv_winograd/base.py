@@ -1,0 +1,116 @@
+"""What the Winograd solvers share: workspace sizing, WTI, and running a plan.
+
+Each solver (f2x3.py, f4x3.py, rxs.py) says which problems it covers and with which
+transform (:class:`~wticonv_winograd.plan.Variant`); this base does the rest with
+plan.py's launches and wticonv-gemm's runner and WTI model.
+
+WTI model (docs/wti-models.md): the predicted time of the exact plan, as for the GEMM
+solvers: the batched multiply's FLOPs (alpha^2 / (m^2 r^2) of the direct FLOPs per tile:
+2.25x fewer for F(2x2,3x3), 4x for F(4x4,3x3)) at the SGEMM's predicted efficiency, plus
+every transform's memory traffic at the measured bandwidth, plus launch overheads. So the
+WTI exceeds 1.0 where the multiply dominates and the reduction outweighs the traffic.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from functools import lru_cache
+
+import pyopencl as cl
+from wticonv import Decline, hookimpl
+from wticonv_gemm import runner, workspace
+from wticonv_gemm import wti as gemm_wti
+
+from . import plan
+
+__all__ = ["WinogradBase"]
+
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _kind(device) -> str:
+    return "cpu" if device.kind == "cpu" else "gpu"
+
+
+@lru_cache(maxsize=2048)
+def _layout(problem, variant, kind: str, cu: int, room: int):
+    return plan.workspace_layout(problem, variant, kind, cu, room)
+
+
+@lru_cache(maxsize=512)
+def _plan(problem, variant, kind: str, cu: int, layout, vector_width: int):
+    return plan.plan(problem, variant, kind, cu, layout, vector_width)
+
+
+def _pieces_buffer(device, problem, variant) -> cl.Buffer:
+    table = plan.pieces_table(problem, variant)
+    key = table.tobytes()
+    with _lock:
+        per_device = _tables.setdefault(device, {})
+        buf = per_device.get(key)
+        if buf is None:
+            buf = per_device[key] = cl.Buffer(
+                device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=table)
+        return buf
+
+
+class WinogradBase:
+    """Hooks common to the Winograd solvers; subclasses define :meth:`covers`."""
+
+    solver_id = ""
+
+    def covers(self, problem):
+        """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
+        raise NotImplementedError
+
+    def _layout(self, problem, device, workspace_limit):
+        """``(variant, layout)``; ``(Decline, None)`` if not covered; layout None if not even
+        one image fits."""
+        v = self.covers(problem)
+        if isinstance(v, Decline):
+            return v, None
+        kind, cu = _kind(device), device.info.compute_units
+        minimum = plan.one_image_bytes(problem, v, kind, cu)
+        return v, _layout(problem, v, kind, cu, workspace.room(device, workspace_limit,
+                                                              minimum))
+
+    @hookimpl
+    def is_applicable(self, problem, device, workspace_limit):
+        v, layout = self._layout(problem, device, workspace_limit)
+        if isinstance(v, Decline):
+            return v
+        if layout is None:
+            need = plan.one_image_bytes(problem, v, _kind(device), device.info.compute_units)
+            where = (f"the limit is {workspace_limit}" if workspace_limit is not None else
+                     f"the device's largest buffer is {device.info.max_alloc_bytes} bytes")
+            return Decline(f"needs at least {need} bytes of workspace (one image's transformed "
+                           f"tiles); {where}")
+        return True
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def workspace_size(self, problem, device, workspace_limit):
+        return self._layout(problem, device, workspace_limit)[1].bytes
+
+    @hookimpl
+    def get_wti(self, problem, device, workspace_limit):
+        v, layout = self._layout(problem, device, workspace_limit)
+        launches = _plan(problem, v, _kind(device), device.info.compute_units, layout,
+                         device.info.vector_width)
+        return gemm_wti.wti(problem, launches, device)
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        v = self.covers(problem)
+        layout = _layout(problem, v, _kind(device), device.info.compute_units, workspace.size)
+        launches = _plan(problem, v, _kind(device), device.info.compute_units, layout,
+                         device.info.vector_width)
+        runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
+                                          "ws": workspace,
+                                          "pc": _pieces_buffer(device, problem, v)})

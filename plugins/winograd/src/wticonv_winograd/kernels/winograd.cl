@@ -1,0 +1,297 @@
+/* Winograd transforms F(MH x MW, RH x RW) for the wticonv-winograd solvers (NCHW, float32).
+ *
+ *   Y = AT_h [ (G_h g G_w^T) * (BT_h d BT_w^T) ] AT_w^T           (Lavin & Gray 2016)
+ *
+ * The element-wise products of all tiles and channels form AH*AW independent GEMMs (one per
+ * transformed position xi), run by wticonv-gemm's SGEMM; these kernels do the transforms:
+ *
+ *   filter_transform   U[xi][g][o][p*I + i]   = (G_h g_p G_w^T)[xi]   (filter pieces p)
+ *   input_transform    V[xi][g][p*I + i][t]   = (BT_h d_{t,p} BT_w^T)[xi]
+ *   output_transform   y tile t of channel o  = AT_h M[.][g][o][t] AT_w^T
+ *   grad_transform     Z[xi][g][o][t]         = (AT_h^T dy_t AT_w)[xi]   (backward weights)
+ *   filter_grad_transform  dw taps of piece p = G_h^T dU[.][g][o][p*I + i] G_w
+ *
+ * A "piece" p is a part of the filter served by one RH x RW transform: a 3x3 block of a
+ * larger filter (RxS decomposition), or the taps of one stride-2 phase. Its row in the
+ * pieces table holds: first filter row and column, filter row and column step, and where
+ * its input patch starts relative to the output tile: input row = sh * (tile row) + offh.
+ * Tiles t enumerate (image, tile row, tile column) of a chunk of images; every output
+ * element, input element and filter tap outside its tensor is skipped or read as zero, so
+ * tile tails need no padding of the tensors.
+ *
+ * Sizes are kernel arguments (one build per transform, for every problem); tensor offsets
+ * are 64-bit. The transform matrices are build options: WINO_BTH is BT_h row by row, etc.
+ * Defaults: F(2x2, 3x3) with the points 0, 1, -1 (transforms.py derives them).
+ */
+#ifndef WINO_MH
+#define WINO_MH 2   /* output tile rows */
+#endif
+#ifndef WINO_MW
+#define WINO_MW 2   /* output tile columns */
+#endif
+#ifndef WINO_RH
+#define WINO_RH 3   /* filter piece rows */
+#endif
+#ifndef WINO_RW
+#define WINO_RW 3   /* filter piece columns */
+#endif
+#ifndef WINO_BTH    /* BT_h, AH x AH */
+#define WINO_BTH -1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.0f, -1.0f, 1.0f, 0.0f, \
+                 0.0f, -1.0f, 0.0f, 1.0f
+#endif
+#ifndef WINO_GH     /* G_h, AH x RH */
+#define WINO_GH -1.0f, 0.0f, 0.0f, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, 0.0f, 0.0f, 1.0f
+#endif
+#ifndef WINO_ATH    /* AT_h, MH x AH */
+#define WINO_ATH 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 1.0f, -1.0f, 1.0f
+#endif
+#ifndef WINO_BTW
+#define WINO_BTW WINO_BTH
+#endif
+#ifndef WINO_GW
+#define WINO_GW WINO_GH
+#endif
+#ifndef WINO_ATW
+#define WINO_ATW WINO_ATH
+#endif
+
+#define AH (WINO_MH + WINO_RH - 1)
+#define AW (WINO_MW + WINO_RW - 1)
+
+__constant float BTH[AH * AH] = {WINO_BTH};
+__constant float GH[AH * WINO_RH] = {WINO_GH};
+__constant float ATH[WINO_MH * AH] = {WINO_ATH};
+__constant float BTW[AW * AW] = {WINO_BTW};
+__constant float GW[AW * WINO_RW] = {WINO_GW};
+__constant float ATW[WINO_MW * AW] = {WINO_ATW};
+
+/* Pieces table: 6 ints per piece. */
+#define PC_FR0 0
+#define PC_FC0 1
+#define PC_FSH 2
+#define PC_FSW 3
+#define PC_OFFH 4
+#define PC_OFFW 5
+
+/* U[((xi*G + g)*O + o)*PI + p*I + i] for every filter (o, i) of group g and piece p.
+ * Filter tap (fr, fc) of (o, i) is w[wbase + g*wgs + o*so + i*si + fr*sr + fc*ss]; a flipped
+ * filter (backward data) has negative sr, ss. Global size (O*I padded, P, G). */
+__kernel void filter_transform(__global const float *restrict w, __global float *restrict U,
+                               const long u_off, const int O, const int I, const int G,
+                               const int P, const int R, const int S, const long wbase,
+                               const long wgs, const long so, const long si, const long sr,
+                               const long ss, __global const int *restrict pieces)
+{
+    const int oi = get_global_id(0);
+    if (oi >= O * I)
+        return;
+    const int p = get_global_id(1), g = get_global_id(2);
+    const int o = oi / I, i = oi - o * I;
+    __global const int *pc = pieces + 6 * p;
+    float gp[WINO_RH][WINO_RW];
+    for (int a = 0; a < WINO_RH; ++a) {
+        const int fr = pc[PC_FR0] + pc[PC_FSH] * a;
+        for (int b = 0; b < WINO_RW; ++b) {
+            const int fc = pc[PC_FC0] + pc[PC_FSW] * b;
+            gp[a][b] = (fr < R && fc < S)
+                ? w[wbase + g * wgs + o * so + i * si + fr * sr + fc * ss] : 0.0f;
+        }
+    }
+    float tmp[AH][WINO_RW];                       /* G_h gp */
+    for (int x = 0; x < AH; ++x)
+        for (int b = 0; b < WINO_RW; ++b) {
+            float acc = 0.0f;
+            for (int a = 0; a < WINO_RH; ++a)
+                acc = mad(GH[x * WINO_RH + a], gp[a][b], acc);
+            tmp[x][b] = acc;
+        }
+    const long PI = (long)P * I;
+    __global float *u = U + u_off + ((long)g * O + o) * PI + (long)p * I + i;
+    const long xstride = (long)G * O * PI;
+    for (int x = 0; x < AH; ++x)
+        for (int y = 0; y < AW; ++y) {
+            float acc = 0.0f;
+            for (int b = 0; b < WINO_RW; ++b)
+                acc = mad(tmp[x][b], GW[y * WINO_RW + b], acc);
+            u[(x * AW + y) * xstride] = acc;
+        }
+}
+
+/* V[((xi*G + g)*PI + p*I + i)*T + t] for the tiles t of images [n0, n0 + Nc) of the input
+ * (channels G*I, H x W): input rows sh*(ty*MH + a) + offh of piece p, likewise columns.
+ * Global size (T padded, P*I, G), T = Nc * th * tw. */
+__kernel void input_transform(__global const float *restrict x, __global float *restrict V,
+                              const long v_off, const int n0, const int Nc, const int I,
+                              const int G, const int H, const int W, const int th,
+                              const int tw, const int P, const int sh, const int sw,
+                              __global const int *restrict pieces)
+{
+    const int T = Nc * th * tw;
+    const int t = get_global_id(0);
+    if (t >= T)
+        return;
+    const int pi = get_global_id(1), g = get_global_id(2);
+    const int p = pi / I, i = pi - p * I;
+    const int n = t / (th * tw), tt = t - n * th * tw, ty = tt / tw, tx = tt - ty * tw;
+    __global const int *pc = pieces + 6 * p;
+    const int h0 = sh * ty * WINO_MH + pc[PC_OFFH], w0 = sw * tx * WINO_MW + pc[PC_OFFW];
+    const __global float *xc = x + (((long)(n0 + n) * G + g) * I + i) * H * (long)W;
+    float d[AH][AW];
+    for (int a = 0; a < AH; ++a) {
+        const int ih = h0 + sh * a;
+        const bool row_ok = ih >= 0 && ih < H;
+        for (int b = 0; b < AW; ++b) {
+            const int iw = w0 + sw * b;
+            d[a][b] = (row_ok && iw >= 0 && iw < W) ? xc[(long)ih * W + iw] : 0.0f;
+        }
+    }
+    float tmp[AH][AW];                            /* BT_h d */
+    for (int r = 0; r < AH; ++r)
+        for (int b = 0; b < AW; ++b) {
+            float acc = 0.0f;
+            for (int a = 0; a < AH; ++a)
+                acc = mad(BTH[r * AH + a], d[a][b], acc);
+            tmp[r][b] = acc;
+        }
+    const long PI = (long)P * I;
+    __global float *v = V + v_off + ((long)g * PI + pi) * T + t;
+    const long xstride = (long)G * PI * T;
+    for (int r = 0; r < AH; ++r)
+        for (int c = 0; c < AW; ++c) {
+            float acc = 0.0f;
+            for (int b = 0; b < AW; ++b)
+                acc = mad(tmp[r][b], BTW[c * AW + b], acc);
+            v[(r * AW + c) * xstride] = acc;
+        }
+}
+
+/* y[n0 + n][g*O + o][ty*MH + i][tx*MW + j] = (AT_h M_t AT_w^T)[i][j] for the rows and
+ * columns inside Ho x Wo. Global size (T padded, O, G). */
+__kernel void output_transform(__global const float *restrict M, const long m_off,
+                               __global float *restrict y, const int n0, const int Nc,
+                               const int O, const int G, const int Ho, const int Wo,
+                               const int th, const int tw)
+{
+    const int T = Nc * th * tw;
+    const int t = get_global_id(0);
+    if (t >= T)
+        return;
+    const int o = get_global_id(1), g = get_global_id(2);
+    const int n = t / (th * tw), tt = t - n * th * tw, ty = tt / tw, tx = tt - ty * tw;
+    const __global float *mt = M + m_off + ((long)g * O + o) * T + t;
+    const long xstride = (long)G * O * T;
+    float m[AH][AW];
+    for (int a = 0; a < AH; ++a)
+        for (int b = 0; b < AW; ++b)
+            m[a][b] = mt[(a * AW + b) * xstride];
+    float tmp[WINO_MH][AW];                       /* AT_h m */
+    for (int r = 0; r < WINO_MH; ++r)
+        for (int b = 0; b < AW; ++b) {
+            float acc = 0.0f;
+            for (int a = 0; a < AH; ++a)
+                acc = mad(ATH[r * AH + a], m[a][b], acc);
+            tmp[r][b] = acc;
+        }
+    __global float *yc = y + (((long)(n0 + n) * G + g) * O + o) * Ho * (long)Wo;
+    for (int r = 0; r < WINO_MH; ++r) {
+        const int oh = ty * WINO_MH + r;
+        if (oh >= Ho)
+            break;
+        for (int c = 0; c < WINO_MW; ++c) {
+            const int ow = tx * WINO_MW + c;
+            if (ow >= Wo)
+                break;
+            float acc = 0.0f;
+            for (int b = 0; b < AW; ++b)
+                acc = mad(tmp[r][b], ATW[c * AW + b], acc);
+            yc[(long)oh * Wo + ow] = acc;
+        }
+    }
+}
+
+/* Z[((xi*G + g)*O + o)*T + t] = (AT_h^T dy_t AT_w)[xi], dy_t the MH x MW output-gradient
+ * tile (zero outside Ho x Wo). Global size (T padded, O, G). */
+__kernel void grad_transform(__global const float *restrict dy, __global float *restrict Z,
+                             const long z_off, const int n0, const int Nc, const int O,
+                             const int G, const int Ho, const int Wo, const int th,
+                             const int tw)
+{
+    const int T = Nc * th * tw;
+    const int t = get_global_id(0);
+    if (t >= T)
+        return;
+    const int o = get_global_id(1), g = get_global_id(2);
+    const int n = t / (th * tw), tt = t - n * th * tw, ty = tt / tw, tx = tt - ty * tw;
+    const __global float *dc = dy + (((long)(n0 + n) * G + g) * O + o) * Ho * (long)Wo;
+    float e[WINO_MH][WINO_MW];
+    for (int r = 0; r < WINO_MH; ++r) {
+        const int oh = ty * WINO_MH + r;
+        for (int c = 0; c < WINO_MW; ++c) {
+            const int ow = tx * WINO_MW + c;
+            e[r][c] = (oh < Ho && ow < Wo) ? dc[(long)oh * Wo + ow] : 0.0f;
+        }
+    }
+    float tmp[AH][WINO_MW];                       /* AT_h^T e */
+    for (int a = 0; a < AH; ++a)
+        for (int c = 0; c < WINO_MW; ++c) {
+            float acc = 0.0f;
+            for (int r = 0; r < WINO_MH; ++r)
+                acc = mad(ATH[r * AH + a], e[r][c], acc);
+            tmp[a][c] = acc;
+        }
+    __global float *z = Z + z_off + ((long)g * O + o) * T + t;
+    const long xstride = (long)G * O * T;
+    for (int a = 0; a < AH; ++a)
+        for (int b = 0; b < AW; ++b) {
+            float acc = 0.0f;
+            for (int c = 0; c < WINO_MW; ++c)
+                acc = mad(tmp[a][c], ATW[c * AW + b], acc);
+            z[(a * AW + b) * xstride] = acc;
+        }
+}
+
+/* dw taps of piece p: (G_h^T dU G_w)[a][b] -> dw[g][o][i][fr0 + fsh*a][fc0 + fsw*b] for the
+ * taps inside R x S (pieces partition the filter, so every tap is written once).
+ * dU[((xi*G + g)*O + o)*PI + p*I + i]. Global size (O*I padded, P, G). */
+__kernel void filter_grad_transform(__global const float *restrict dU, const long du_off,
+                                    __global float *restrict dw, const int O, const int I,
+                                    const int G, const int P, const int R, const int S,
+                                    __global const int *restrict pieces)
+{
+    const int oi = get_global_id(0);
+    if (oi >= O * I)
+        return;
+    const int p = get_global_id(1), g = get_global_id(2);
+    const int o = oi / I, i = oi - o * I;
+    const long PI = (long)P * I;
+    const __global float *du = dU + du_off + ((long)g * O + o) * PI + (long)p * I + i;
+    const long xstride = (long)G * O * PI;
+    float u[AH][AW];
+    for (int a = 0; a < AH; ++a)
+        for (int b = 0; b < AW; ++b)
+            u[a][b] = du[(a * AW + b) * xstride];
+    float tmp[WINO_RH][AW];                       /* G_h^T u */
+    for (int r = 0; r < WINO_RH; ++r)
+        for (int b = 0; b < AW; ++b) {
+            float acc = 0.0f;
+            for (int a = 0; a < AH; ++a)
+                acc = mad(GH[a * WINO_RH + r], u[a][b], acc);
+            tmp[r][b] = acc;
+        }
+    __global const int *pc = pieces + 6 * p;
+    __global float *wc = dw + (((long)g * O + o) * I + i) * R * (long)S;
+    for (int r = 0; r < WINO_RH; ++r) {
+        const int fr = pc[PC_FR0] + pc[PC_FSH] * r;
+        if (fr >= R)
+            break;
+        for (int c = 0; c < WINO_RW; ++c) {
+            const int fc = pc[PC_FC0] + pc[PC_FSW] * c;
+            if (fc >= S)
+                break;
+            float acc = 0.0f;
+            for (int b = 0; b < AW; ++b)
+                acc = mad(tmp[r][b], GW[b * WINO_RW + c], acc);
+            wc[(long)fr * S + fc] = acc;
+        }
+    }
+}
