@@ -30,6 +30,10 @@ __all__ = ["Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layo
            "one_image_bytes", "pieces_table"]
 
 _F32 = 4
+#: The transform kernels move data slower than a plain copy: on the development machines'
+#: CPU (PoCL) they reached 8-15 GB/s of the 40 GB/s copy bandwidth, so the WTI model
+#: charges their traffic 3x there; on GPUs 1.5x (NVIDIA H200, to be measured again).
+TRANSFORM_COST = {"cpu": 3, "gpu": 1.5}
 _SRC = "wticonv_winograd:winograd.cl"
 _LOCAL = {"cpu": 64, "gpu": 256}
 _INT32 = 2**31 - 1
@@ -162,7 +166,8 @@ def _layout(p, v: Variant, geo: Geometry, nc: int, kind: str, cu: int) -> Layout
         du_off = _align(z_off + A * G * geo.O * T)
         splits = 1
         if kind != "cpu":
-            splits = gpu_splits(geo.O, PI, th * tw, nc, A * G, cu)
+            q = _images_per_term(kind, nc, th * tw)
+            splits = gpu_splits(geo.O, PI, q * th * tw, nc // q, A * G, cu)
         part_off = _align(du_off + A * G * geo.O * PI)
         end = part_off + (splits * A * G * geo.O * PI if splits > 1 else 0)
         return Layout(nc, splits, 0, v_off, z_off, du_off, part_off, end)
@@ -194,6 +199,18 @@ def one_image_bytes(p, v: Variant, kind: str, cu: int) -> int:
     return _layout(p, v, geometry(p, v), 1, kind, cu).bytes
 
 
+def _images_per_term(kind: str, nc: int, tiles: int) -> int:
+    """Images per batch term of the backward-weights GEMM: all of the chunk on CPUs (one
+    long reduction); on GPUs the fewest (a divisor of nc) giving at least 64 tiles, so
+    split-K has terms to share out without starving each term's reduction."""
+    if kind == "cpu":
+        return nc
+    for q in range(1, nc + 1):
+        if nc % q == 0 and q * tiles >= 64:
+            return q
+    return nc
+
+
 def _round(n: int, m: int) -> int:
     return -(-n // m) * m
 
@@ -212,6 +229,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
     th, tw = geo.tiles(v)
     local = _LOCAL[kind]
     opts = v.options
+    cost = round(_F32 * TRANSFORM_COST[kind])  # bytes charged per float moved
     i32, i64 = np.int32, np.int64
     out: list[Launch] = []
     src_in = {"fwd": "x", "bwd": "y", "wrw": "x"}[p.direction]
@@ -227,7 +245,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                           ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(G), i32(P),
                            i32(p.r), i32(p.s), i64(wbase), i64(wgs), i64(so), i64(si),
                            i64(sr), i64(ss), "pc"),
-                          bytes=_F32 * (G * O * I * p.r * p.s + A * G * O * PI)))
+                          bytes=cost * (G * O * I * p.r * p.s + A * G * O * PI)))
     for n0 in range(0, p.n, layout.nc):
         nc = min(layout.nc, p.n - n0)
         T = nc * th * tw
@@ -236,29 +254,32 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                           (src_in, "ws", i64(layout.v_off), i32(n0), i32(nc), i32(I), i32(G),
                            i32(geo.H), i32(geo.W), i32(th), i32(tw), i32(P), i32(geo.sh),
                            i32(geo.sw), "pc"),
-                          bytes=_F32 * (A * G * PI * T + nc * G * I * geo.H * geo.W)))
+                          bytes=cost * (A * G * PI * T + nc * G * I * geo.H * geo.W)))
         if p.direction == "wrw":
             out.append(Launch(_SRC, opts, "grad_transform",
                               (_round(T, local), O, G), (local, 1, 1),
                               ("y", "ws", i64(layout.m_off), i32(n0), i32(nc), i32(O), i32(G),
                                i32(p.ho), i32(p.wo), i32(th), i32(tw)),
-                              bytes=_F32 * (A * G * O * T + nc * G * O * p.ho * p.wo)))
-            tiles = th * tw
-            a = Operand("ws", off=layout.m_off, gs=O * T, bs=tiles, ms=T, ks=1)
-            b = Operand("ws", off=layout.v_off, gs=PI * T, bs=tiles, ks=1,
+                              bytes=cost * (A * G * O * T + nc * G * O * p.ho * p.wo)))
+            # The reduction runs over the chunk's tiles, contiguous across its images; GPUs
+            # cut it into batch terms of q images (for split-K), CPUs keep it whole.
+            q = _images_per_term(kind, nc, th * tw)
+            kt = q * th * tw
+            a = Operand("ws", off=layout.m_off, gs=O * T, bs=kt, ms=T, ks=1)
+            b = Operand("ws", off=layout.v_off, gs=PI * T, bs=kt, ks=1,
                         cols=ColMap.strided(T))
-            s = min(layout.splits, nc)
+            s = min(layout.splits, nc // q)
             du = A * G * O * PI
             if s > 1:
                 c = Operand("ws", off=layout.part_off, gs=O * PI, ms=PI, cols=ColMap())
-                op = GemmOp(O, PI, tiles, a=a, b=b, c=c, groups=A * G, nb=nc, splits=s,
+                op = GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q, splits=s,
                             c_ss=du)
                 out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
                 out.append(splitk_reduce_launch("ws", layout.part_off, "ws", du, s,
                                                 int(n0 > 0), c_off=layout.du_off))
             else:
                 c = Operand("ws", off=layout.du_off, gs=O * PI, ms=PI, cols=ColMap())
-                op = GemmOp(O, PI, tiles, a=a, b=b, c=c, groups=A * G, nb=nc,
+                op = GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q,
                             beta=int(n0 > 0))
                 out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
         else:
@@ -272,13 +293,13 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                               (_round(T, local), O, G), (local, 1, 1),
                               ("ws", i64(layout.m_off), dst_out, i32(n0), i32(nc), i32(O),
                                i32(G), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw)),
-                              bytes=_F32 * (A * G * O * T + nc * G * O * geo.Ho * geo.Wo)))
+                              bytes=cost * (A * G * O * T + nc * G * O * geo.Ho * geo.Wo)))
     if p.direction == "wrw":
         out.append(Launch(_SRC, opts, "filter_grad_transform",
                           (_round(O * I, local), P, G), (local, 1, 1),
                           ("ws", i64(layout.du_off), "w", i32(O), i32(I), i32(G), i32(P),
                            i32(p.r), i32(p.s), "pc"),
-                          bytes=_F32 * (A * G * O * PI + G * O * I * p.r * p.s)))
+                          bytes=cost * (A * G * O * PI + G * O * I * p.r * p.s)))
     return out
 
 

@@ -58,12 +58,16 @@
 #define AH (WINO_MH + WINO_RH - 1)
 #define AW (WINO_MW + WINO_RW - 1)
 
-__constant float BTH[AH * AH] = {WINO_BTH};
-__constant float GH[AH * WINO_RH] = {WINO_GH};
-__constant float ATH[WINO_MH * AH] = {WINO_ATH};
-__constant float BTW[AW * AW] = {WINO_BTW};
-__constant float GW[AW * WINO_RW] = {WINO_GW};
-__constant float ATW[WINO_MW * AW] = {WINO_ATW};
+/* The matrices are private constant arrays, declared in each kernel: after the loops are
+ * unrolled the compiler folds their entries into the arithmetic. */
+#define WINO_MATRICES                                                                     \
+    const float BTH[AH * AH] = {WINO_BTH};                                               \
+    const float GH[AH * WINO_RH] = {WINO_GH};                                            \
+    const float ATH[WINO_MH * AH] = {WINO_ATH};                                          \
+    const float BTW[AW * AW] = {WINO_BTW};                                               \
+    const float GW[AW * WINO_RW] = {WINO_GW};                                            \
+    const float ATW[WINO_MW * AW] = {WINO_ATW};                                          \
+    (void)BTH; (void)GH; (void)ATH; (void)BTW; (void)GW; (void)ATW
 
 /* Pieces table: 6 ints per piece. */
 #define PC_FR0 0
@@ -82,6 +86,7 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
                                const long wgs, const long so, const long si, const long sr,
                                const long ss, __global const int *restrict pieces)
 {
+    WINO_MATRICES;
     const int oi = get_global_id(0);
     if (oi >= O * I)
         return;
@@ -89,8 +94,10 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
     const int o = oi / I, i = oi - o * I;
     __global const int *pc = pieces + 6 * p;
     float gp[WINO_RH][WINO_RW];
+    #pragma unroll
     for (int a = 0; a < WINO_RH; ++a) {
         const int fr = pc[PC_FR0] + pc[PC_FSH] * a;
+        #pragma unroll
         for (int b = 0; b < WINO_RW; ++b) {
             const int fc = pc[PC_FC0] + pc[PC_FSW] * b;
             gp[a][b] = (fr < R && fc < S)
@@ -98,9 +105,12 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
         }
     }
     float tmp[AH][WINO_RW];                       /* G_h gp */
+    #pragma unroll
     for (int x = 0; x < AH; ++x)
+        #pragma unroll
         for (int b = 0; b < WINO_RW; ++b) {
             float acc = 0.0f;
+            #pragma unroll
             for (int a = 0; a < WINO_RH; ++a)
                 acc = mad(GH[x * WINO_RH + a], gp[a][b], acc);
             tmp[x][b] = acc;
@@ -108,9 +118,12 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
     const long PI = (long)P * I;
     __global float *u = U + u_off + ((long)g * O + o) * PI + (long)p * I + i;
     const long xstride = (long)G * O * PI;
+    #pragma unroll
     for (int x = 0; x < AH; ++x)
+        #pragma unroll
         for (int y = 0; y < AW; ++y) {
             float acc = 0.0f;
+            #pragma unroll
             for (int b = 0; b < WINO_RW; ++b)
                 acc = mad(tmp[x][b], GW[y * WINO_RW + b], acc);
             u[(x * AW + y) * xstride] = acc;
@@ -126,6 +139,7 @@ __kernel void input_transform(__global const float *restrict x, __global float *
                               const int tw, const int P, const int sh, const int sw,
                               __global const int *restrict pieces)
 {
+    WINO_MATRICES;
     const int T = Nc * th * tw;
     const int t = get_global_id(0);
     if (t >= T)
@@ -137,18 +151,23 @@ __kernel void input_transform(__global const float *restrict x, __global float *
     const int h0 = sh * ty * WINO_MH + pc[PC_OFFH], w0 = sw * tx * WINO_MW + pc[PC_OFFW];
     const __global float *xc = x + (((long)(n0 + n) * G + g) * I + i) * H * (long)W;
     float d[AH][AW];
+    #pragma unroll
     for (int a = 0; a < AH; ++a) {
         const int ih = h0 + sh * a;
         const bool row_ok = ih >= 0 && ih < H;
+        #pragma unroll
         for (int b = 0; b < AW; ++b) {
             const int iw = w0 + sw * b;
             d[a][b] = (row_ok && iw >= 0 && iw < W) ? xc[(long)ih * W + iw] : 0.0f;
         }
     }
     float tmp[AH][AW];                            /* BT_h d */
+    #pragma unroll
     for (int r = 0; r < AH; ++r)
+        #pragma unroll
         for (int b = 0; b < AW; ++b) {
             float acc = 0.0f;
+            #pragma unroll
             for (int a = 0; a < AH; ++a)
                 acc = mad(BTH[r * AH + a], d[a][b], acc);
             tmp[r][b] = acc;
@@ -156,9 +175,12 @@ __kernel void input_transform(__global const float *restrict x, __global float *
     const long PI = (long)P * I;
     __global float *v = V + v_off + ((long)g * PI + pi) * T + t;
     const long xstride = (long)G * PI * T;
+    #pragma unroll
     for (int r = 0; r < AH; ++r)
+        #pragma unroll
         for (int c = 0; c < AW; ++c) {
             float acc = 0.0f;
+            #pragma unroll
             for (int b = 0; b < AW; ++b)
                 acc = mad(tmp[r][b], BTW[c * AW + b], acc);
             v[(r * AW + c) * xstride] = acc;
@@ -172,6 +194,7 @@ __kernel void output_transform(__global const float *restrict M, const long m_of
                                const int O, const int G, const int Ho, const int Wo,
                                const int th, const int tw)
 {
+    WINO_MATRICES;
     const int T = Nc * th * tw;
     const int t = get_global_id(0);
     if (t >= T)
@@ -181,27 +204,35 @@ __kernel void output_transform(__global const float *restrict M, const long m_of
     const __global float *mt = M + m_off + ((long)g * O + o) * T + t;
     const long xstride = (long)G * O * T;
     float m[AH][AW];
+    #pragma unroll
     for (int a = 0; a < AH; ++a)
+        #pragma unroll
         for (int b = 0; b < AW; ++b)
             m[a][b] = mt[(a * AW + b) * xstride];
     float tmp[WINO_MH][AW];                       /* AT_h m */
+    #pragma unroll
     for (int r = 0; r < WINO_MH; ++r)
+        #pragma unroll
         for (int b = 0; b < AW; ++b) {
             float acc = 0.0f;
+            #pragma unroll
             for (int a = 0; a < AH; ++a)
                 acc = mad(ATH[r * AH + a], m[a][b], acc);
             tmp[r][b] = acc;
         }
     __global float *yc = y + (((long)(n0 + n) * G + g) * O + o) * Ho * (long)Wo;
+    #pragma unroll
     for (int r = 0; r < WINO_MH; ++r) {
         const int oh = ty * WINO_MH + r;
         if (oh >= Ho)
             break;
+        #pragma unroll
         for (int c = 0; c < WINO_MW; ++c) {
             const int ow = tx * WINO_MW + c;
             if (ow >= Wo)
                 break;
             float acc = 0.0f;
+            #pragma unroll
             for (int b = 0; b < AW; ++b)
                 acc = mad(tmp[r][b], ATW[c * AW + b], acc);
             yc[(long)oh * Wo + ow] = acc;
@@ -216,6 +247,7 @@ __kernel void grad_transform(__global const float *restrict dy, __global float *
                              const int G, const int Ho, const int Wo, const int th,
                              const int tw)
 {
+    WINO_MATRICES;
     const int T = Nc * th * tw;
     const int t = get_global_id(0);
     if (t >= T)
@@ -224,26 +256,34 @@ __kernel void grad_transform(__global const float *restrict dy, __global float *
     const int n = t / (th * tw), tt = t - n * th * tw, ty = tt / tw, tx = tt - ty * tw;
     const __global float *dc = dy + (((long)(n0 + n) * G + g) * O + o) * Ho * (long)Wo;
     float e[WINO_MH][WINO_MW];
+    #pragma unroll
     for (int r = 0; r < WINO_MH; ++r) {
         const int oh = ty * WINO_MH + r;
+        #pragma unroll
         for (int c = 0; c < WINO_MW; ++c) {
             const int ow = tx * WINO_MW + c;
             e[r][c] = (oh < Ho && ow < Wo) ? dc[(long)oh * Wo + ow] : 0.0f;
         }
     }
     float tmp[AH][WINO_MW];                       /* AT_h^T e */
+    #pragma unroll
     for (int a = 0; a < AH; ++a)
+        #pragma unroll
         for (int c = 0; c < WINO_MW; ++c) {
             float acc = 0.0f;
+            #pragma unroll
             for (int r = 0; r < WINO_MH; ++r)
                 acc = mad(ATH[r * AH + a], e[r][c], acc);
             tmp[a][c] = acc;
         }
     __global float *z = Z + z_off + ((long)g * O + o) * T + t;
     const long xstride = (long)G * O * T;
+    #pragma unroll
     for (int a = 0; a < AH; ++a)
+        #pragma unroll
         for (int b = 0; b < AW; ++b) {
             float acc = 0.0f;
+            #pragma unroll
             for (int c = 0; c < WINO_MW; ++c)
                 acc = mad(tmp[a][c], ATW[c * AW + b], acc);
             z[(a * AW + b) * xstride] = acc;
@@ -258,6 +298,7 @@ __kernel void filter_grad_transform(__global const float *restrict dU, const lon
                                     const int G, const int P, const int R, const int S,
                                     __global const int *restrict pieces)
 {
+    WINO_MATRICES;
     const int oi = get_global_id(0);
     if (oi >= O * I)
         return;
@@ -267,28 +308,36 @@ __kernel void filter_grad_transform(__global const float *restrict dU, const lon
     const __global float *du = dU + du_off + ((long)g * O + o) * PI + (long)p * I + i;
     const long xstride = (long)G * O * PI;
     float u[AH][AW];
+    #pragma unroll
     for (int a = 0; a < AH; ++a)
+        #pragma unroll
         for (int b = 0; b < AW; ++b)
             u[a][b] = du[(a * AW + b) * xstride];
     float tmp[WINO_RH][AW];                       /* G_h^T u */
+    #pragma unroll
     for (int r = 0; r < WINO_RH; ++r)
+        #pragma unroll
         for (int b = 0; b < AW; ++b) {
             float acc = 0.0f;
+            #pragma unroll
             for (int a = 0; a < AH; ++a)
                 acc = mad(GH[a * WINO_RH + r], u[a][b], acc);
             tmp[r][b] = acc;
         }
     __global const int *pc = pieces + 6 * p;
     __global float *wc = dw + (((long)g * O + o) * I + i) * R * (long)S;
+    #pragma unroll
     for (int r = 0; r < WINO_RH; ++r) {
         const int fr = pc[PC_FR0] + pc[PC_FSH] * r;
         if (fr >= R)
             break;
+        #pragma unroll
         for (int c = 0; c < WINO_RW; ++c) {
             const int fc = pc[PC_FC0] + pc[PC_FSW] * c;
             if (fc >= S)
                 break;
             float acc = 0.0f;
+            #pragma unroll
             for (int b = 0; b < AW; ++b)
                 acc = mad(tmp[r][b], GW[b * WINO_RW + c], acc);
             wc[(long)fr * S + fc] = acc;

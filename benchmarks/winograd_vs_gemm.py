@@ -1,0 +1,109 @@
+"""Winograd against the GEMM solvers and PyTorch on the 3x3 stride-1 layers of ResNet-50
+and VGG-16, every direction, same run.
+
+Per layer and direction: the kernel time of gemm.im2col, winograd.f2x3 and winograd.f4x3
+(each verified against the float64 reference; best of the iterations), PyTorch's time
+(cuDNN on the GPU with TF32 off, oneDNN on the CPU), and whether the faster Winograd
+solver beats gemm.im2col. Summary per direction: the share of layers where Winograd is
+faster than GEMM (issue target: >= 80 %), and the geometric mean of (Winograd / PyTorch)
+(GPU target: <= 2.0 forward and backward data).
+
+    python benchmarks/winograd_vs_gemm.py -n 8                  # CPU
+    python benchmarks/winograd_vs_gemm.py -n 32 --device gpu --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("KMP_BLOCKTIME", "0")
+
+import wticonv  # noqa: E402
+from wticonv.bench import measure  # noqa: E402
+from wticonv.networks import load_network  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conv_vs_torch import torch_timer  # noqa: E402
+
+SOLVERS = ("gemm.im2col", "winograd.f2x3", "winograd.f4x3")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=8)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--directions", default="fwd,bwd,wrw")
+    ap.add_argument("-i", "--iterations", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure everything this many times and keep each one's best")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    handle = wticonv.Handle(args.device)
+    kind = "gpu" if handle.device.kind == "gpu" else "cpu"
+    if kind == "cpu":
+        torch.set_num_threads(handle.device.info.compute_units)
+    layers = []
+    for net in ("resnet50", "vgg16"):
+        for layer in load_network(net, args.n).layers:
+            p = layer.problem
+            if (p.r, p.s, p.stride_h, p.stride_w, p.dilation_h) == (3, 3, 1, 1, 1):
+                layers.append((net, layer))
+    dirs = [d.strip() for d in args.directions.split(",")]
+    best: dict = {}
+    for rep in range(max(1, args.repeat)):
+        for net, layer in layers:
+            for d in dirs:
+                p = layer.problem.with_direction(d)
+                for sid in SOLVERS:
+                    m = measure(handle, p, args.iterations, verify=rep == 0, solver=sid)
+                    if not m.ok:
+                        print(f"FAILED {sid} {p.key}: {m.error}", file=sys.stderr)
+                    key = (p.key, sid)
+                    best[key] = min(best.get(key, math.inf), min(m.kernel_ms))
+    rows = []
+    print(f"{handle.device.info.name}, N={args.n}; times in ms (best of "
+          f"{args.iterations} x {args.repeat})")
+    print(f"{'net':9} {'dir':3} {'key':56} {'gemm':>8} {'f2x3':>8} {'f4x3':>8} {'torch':>8} "
+          f"{'wino/gemm':>9} {'wino/torch':>10}")
+    for net, layer in layers:
+        for d in dirs:
+            p = layer.problem.with_direction(d)
+            t = {sid: best[(p.key, sid)] for sid in SOLVERS}
+            theirs = min(torch_timer(torch, kind, p, d, args.iterations)
+                         for _ in range(max(1, args.repeat)))
+            wino = min(t["winograd.f2x3"], t["winograd.f4x3"])
+            row = dict(net=net, direction=d, key=p.key, gemm_ms=t["gemm.im2col"],
+                       f2x3_ms=t["winograd.f2x3"], f4x3_ms=t["winograd.f4x3"],
+                       torch_ms=theirs, wino_vs_gemm=wino / t["gemm.im2col"],
+                       wino_vs_torch=wino / theirs)
+            rows.append(row)
+            print(f"{net:9} {d:3} {p.key:56} {t['gemm.im2col']:8.3f} "
+                  f"{t['winograd.f2x3']:8.3f} {t['winograd.f4x3']:8.3f} {theirs:8.3f} "
+                  f"{row['wino_vs_gemm']:9.2f} {row['wino_vs_torch']:10.2f}", flush=True)
+    summary = {}
+    for d in dirs:
+        sel = [r for r in rows if r["direction"] == d]
+        faster = sum(r["wino_vs_gemm"] < 1 for r in sel)
+        gm = math.exp(sum(math.log(r["wino_vs_torch"]) for r in sel) / len(sel))
+        summary[d] = {"faster_than_gemm": faster, "layers": len(sel),
+                      "share_faster": faster / len(sel), "geomean_vs_torch": gm}
+        print(f"{d}: Winograd faster than gemm.im2col on {faster} of {len(sel)} layers "
+              f"({faster / len(sel) * 100:.0f} %); geometric mean Winograd/PyTorch {gm:.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": handle.device.info.name, "n": args.n, "rows": rows,
+                       "summary": summary}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

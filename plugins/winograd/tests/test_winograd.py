@@ -1,0 +1,220 @@
+"""The Winograd solvers against the float64 reference: transforms, network layers, edge
+shapes, RxS pieces, stride-2 phases, NaN/Inf, and the GPU plans on any device."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from wticonv import ConvProblem, Decline, reference, rms_range
+from wticonv.networks import load_network
+from wticonv_winograd import plan as wplan
+from wticonv_winograd.f2x3 import solver as f2x3
+from wticonv_winograd.f4x3 import solver as f4x3
+from wticonv_winograd.rxs import solver as rxs
+from wticonv_winograd.transforms import winograd_transform
+
+P = ConvProblem
+OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+TOL = {"winograd.f2x3": 2e-5, "winograd.f4x3": 1e-4, "winograd.rxs": 2e-5}
+
+
+@pytest.mark.parametrize("m, r", [(2, 3), (4, 3), (2, 2), (4, 2), (6, 3), (3, 1)])
+def test_transform_identity_is_exact(m, r):
+    """A^T [(G g) * (B^T d)] = correlation, checked in exact rational arithmetic."""
+    t = winograd_transform(m, r)
+    rng = np.random.default_rng(m * 10 + r)
+    d = [Fraction(int(v)) for v in rng.integers(-9, 10, t.alpha)]
+    g = [Fraction(int(v)) for v in rng.integers(-9, 10, r)]
+    Gg = [sum(row[k] * g[k] for k in range(r)) for row in t.G]
+    Bd = [sum(row[l] * d[l] for l in range(t.alpha)) for row in t.BT]
+    y = [sum(t.AT[i][j] * Gg[j] * Bd[j] for j in range(t.alpha)) for i in range(m)]
+    assert y == [sum(d[i + k] * g[k] for k in range(r)) for i in range(m)]
+
+
+def test_f2x3_matrices_match_lavin_and_gray_up_to_scaling():
+    t = winograd_transform(2, 3)
+    assert [[float(v) for v in row] for row in t.AT] == [[1, 1, 1, 0], [0, 1, -1, 1]]
+    assert max(abs(float(v)) for row in t.BT for v in row) == 1.0
+
+
+def run_case(handle, q: ConvProblem, solver: str, seed=0, fill=None):
+    rng = np.random.default_rng(seed)
+    data = {k: rng.uniform(-1, 1, s).astype(np.float32)
+            for k, s in (("x", q.x_shape), ("w", q.w_shape), ("y", q.y_shape))}
+    if fill is not None:
+        fill(data)
+    given = {k: v for k, v in data.items() if k != OUT[q.direction]}
+    return handle.compute(q, solver=solver, **given), reference(q, **given)
+
+
+def check(handle, q, solver, seed=0):
+    result, ref = run_case(handle, q, solver, seed)
+    err = rms_range(result, ref)
+    assert err <= TOL[solver], f"{solver} {q.key}: rms_range {err:.3g}"
+
+
+def _accepted_layers():
+    out = []
+    for net in ("resnet50", "vgg16", "inception3"):
+        for layer in load_network(net, 1).layers:
+            p = layer.problem
+            for d in ("fwd", "bwd", "wrw"):
+                q = p.with_direction(d)
+                for sid, s in (("winograd.f2x3", f2x3), ("winograd.f4x3", f4x3),
+                               ("winograd.rxs", rxs)):
+                    if not isinstance(s.covers(q), Decline):
+                        out.append(pytest.param(q, sid, id=f"{net}-{sid}-{q.key}"))
+    return out
+
+
+@pytest.mark.parametrize("q, solver", _accepted_layers())
+def test_every_accepted_network_layer_within_tolerance(handle, q, solver):
+    check(handle, q, solver)
+
+
+EDGE = {
+    "odd H and W": P(2, 5, 13, 11, 7, 3, 3, pad_h=1, pad_w=1),
+    "even H and W": P(2, 5, 12, 10, 7, 3, 3, pad_h=1, pad_w=1),
+    "tile remainders, no padding": P(3, 4, 9, 7, 6, 3, 3),
+    "1x1 picture, padding 1": P(2, 6, 1, 1, 5, 3, 3, pad_h=1, pad_w=1),
+    "2x2 picture, padding 1": P(2, 6, 2, 2, 5, 3, 3, pad_h=1, pad_w=1),
+    "K = 1": P(2, 8, 10, 10, 1, 3, 3, pad_h=1, pad_w=1),
+    "C = 1": P(2, 1, 10, 10, 8, 3, 3, pad_h=1, pad_w=1),
+    "C = 512": P(1, 512, 6, 6, 8, 3, 3, pad_h=1, pad_w=1),
+    "K = 640": P(1, 4, 5, 5, 640, 3, 3, pad_h=1, pad_w=1),
+    "padding 2": P(1, 3, 8, 9, 4, 3, 3, pad_h=2, pad_w=2),
+    "groups": P(2, 8, 9, 9, 12, 3, 3, pad_h=1, pad_w=1, groups=4),
+}
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("solver", ["winograd.f2x3", "winograd.f4x3"])
+@pytest.mark.parametrize("name", list(EDGE))
+def test_edge_shapes(handle, name, solver, direction):
+    check(handle, EDGE[name].with_direction(direction), solver, seed=len(name))
+
+
+RXS = {
+    "5x5": P(2, 4, 11, 9, 6, 5, 5, pad_h=2, pad_w=2),
+    "7x7": P(1, 3, 15, 14, 4, 7, 7, pad_h=3, pad_w=3),
+    "1x7": P(2, 6, 9, 12, 5, 1, 7, pad_w=3),
+    "7x1": P(2, 6, 12, 9, 5, 7, 1, pad_h=3),
+    "3x1": P(2, 4, 9, 8, 6, 3, 1, pad_h=1),
+    "1x3": P(2, 4, 8, 9, 6, 1, 3, pad_w=1),
+    "2x2": P(2, 4, 8, 9, 6, 2, 2),
+    "5x3 unpadded": P(1, 3, 12, 10, 4, 5, 3),
+}
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("name", list(RXS))
+def test_rxs_pieces(handle, name, direction):
+    q = RXS[name].with_direction(direction)
+    check(handle, q, "winograd.rxs", seed=len(name))
+    geo = wplan.geometry(q, rxs.covers(q))
+    pieces_h = 1 if q.r == 1 else -(-q.r // 3)
+    pieces_w = 1 if q.s == 1 else -(-q.s // 3)
+    assert len(geo.pieces) == pieces_h * pieces_w
+
+
+@pytest.mark.parametrize("p", [P(2, 5, 11, 13, 7, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                                 stride_w=2),
+                               P(1, 8, 16, 16, 8, 3, 3, stride_h=2, stride_w=2),
+                               P(1, 3, 224 // 8, 224 // 8, 16, 3, 3, pad_h=1, pad_w=1,
+                                 stride_h=2, stride_w=2)], ids=lambda p: p.key)
+def test_stride2_forward_in_phases(handle, p):
+    check(handle, p, "winograd.rxs")
+    assert len(wplan.geometry(p, rxs.covers(p)).pieces) == 4
+
+
+@pytest.mark.parametrize("p, reason", [
+    (P(1, 4, 8, 8, 4, 3, 3, stride_h=2, stride_w=2, direction="bwd"),
+     "3x3 stride 2 is covered forward only"),
+    (P(1, 4, 8, 8, 4, 3, 3, dilation_h=2, dilation_w=2), "only dilation 1"),
+    (P(1, 4, 8, 8, 4, 1, 1), "1x1 filters: no transform saves a multiplication"),
+    (P(1, 4, 8, 8, 4, 3, 3), "3x3 stride 1 is winograd.f2x3's and winograd.f4x3's"),
+    (P(1, 4, 20, 20, 4, 17, 3), "filters over 15 taps per axis (17x3)"),
+])
+def test_rxs_declines_with_reason(handle, p, reason):
+    v = rxs.is_applicable(p, handle.device, None)
+    assert not v and reason in v.reason
+
+
+def test_3x3_solvers_decline_other_shapes(handle):
+    v = f2x3.is_applicable(P(1, 4, 8, 8, 4, 5, 5, pad_h=2, pad_w=2), handle.device, None)
+    assert not v and "only 3x3 filters (this one is 5x5" in v.reason
+    v = f4x3.is_applicable(P(1, 4, 9, 9, 4, 3, 3, stride_h=2, stride_w=2), handle.device, None)
+    assert not v and v.reason == "only stride 1 (stride 2x2)"
+
+
+@pytest.mark.parametrize("solver", ["winograd.f2x3", "winograd.f4x3"])
+def test_nan_and_inf_propagate(handle, solver):
+    """Every output that depends on a NaN or Inf input is NaN or Inf. Winograd mixes a
+    tile's inputs, so the other outputs of the tiles that read a bad input are non-finite
+    too; outputs of the other tiles stay finite and exact."""
+    q = P(1, 3, 16, 16, 2, 3, 3, pad_h=1, pad_w=1)
+
+    def poison(data):
+        data["x"][0, 1, 3, 4] = np.nan
+        data["x"][0, 2, 12, 1] = np.inf
+
+    result, ref = run_case(handle, q, solver, fill=poison)
+    bad = ~np.isfinite(ref)
+    assert bad.any() and (~np.isfinite(result))[bad].all()
+    m = 2 if solver.endswith("f2x3") else 4
+    far = np.ones(ref.shape, bool)  # outputs whose tile reads neither bad pixel
+    for (r, c) in ((3, 4), (12, 1)):
+        for ty in range(0, 16, m):
+            for tx in range(0, 16, m):
+                if ty - 1 <= r <= ty + m and tx - 1 <= c <= tx + m:
+                    far[:, :, ty:ty + m, tx:tx + m] = False
+    assert far.any() and np.isfinite(result[far]).all()
+    assert rms_range(result[far], ref[far]) <= TOL[solver]
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+def test_workspace_chunks(handle, direction):
+    q = P(5, 6, 9, 8, 10, 3, 3, pad_h=1, pad_w=1, direction=direction)
+    v = f2x3.covers(q)
+    kind = "cpu" if handle.device.kind == "cpu" else "gpu"
+    one = wplan.one_image_bytes(q, v, kind, handle.device.info.compute_units)
+    limit = 2 * one + 16
+    sel = handle.select(q, workspace_limit=limit, solver="winograd.f2x3")
+    assert 0 < sel.chosen.workspace <= limit
+    layout = wplan.workspace_layout(q, v, kind, handle.device.info.compute_units, limit)
+    assert 1 <= layout.nc < 5
+    result, ref = run_case(handle, q, "winograd.f2x3")
+    assert rms_range(result, ref) <= 2e-5
+    verdict = f2x3.is_applicable(q, handle.device, one - 1)
+    assert not verdict and f"needs at least {one} bytes of workspace" in verdict.reason
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
+@pytest.mark.parametrize("p", [P(4, 6, 11, 9, 8, 3, 3, pad_h=1, pad_w=1),
+                               P(2, 4, 9, 9, 6, 5, 5, pad_h=2, pad_w=2)], ids=lambda p: p.key)
+def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
+    """The GPU launch plans (split-K over images in backward weights) give the same
+    results, run on whatever device is present."""
+    from wticonv_gemm import runner
+    from wticonv_winograd.base import _pieces_buffer
+
+    q = p.with_direction(direction)
+    s = f2x3 if (q.r, q.s) == (3, 3) else rxs
+    v = s.covers(q)
+    layout = wplan.workspace_layout(q, v, "gpu", 132, 2**30)
+    launches = wplan.plan(q, v, "gpu", 132, layout)
+    dev = handle.device
+    rng = np.random.default_rng(3)
+    data = {k: rng.uniform(-1, 1, sh).astype(np.float32)
+            for k, sh in (("x", q.x_shape), ("w", q.w_shape), ("y", q.y_shape))}
+    out = OUT[direction]
+    bufs = {k: dev.upload(a) for k, a in data.items()}
+    bufs["ws"] = dev.alloc(layout.bytes)
+    bufs["pc"] = _pieces_buffer(dev, q, v)
+    runner.enqueue(dev, launches, bufs)
+    result = dev.download(bufs[out], data[out].shape)
+    given = {k: a for k, a in data.items() if k != out}
+    assert rms_range(result, reference(q, **given)) <= 2e-5
