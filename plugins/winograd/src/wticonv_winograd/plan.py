@@ -32,8 +32,9 @@ __all__ = ["Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layo
 _F32 = 4
 #: The transform kernels move data slower than a plain copy: on the development machines'
 #: CPU (PoCL) they reached 8-15 GB/s of the 40 GB/s copy bandwidth, so the WTI model
-#: charges their traffic 3x there; on GPUs 1.5x (NVIDIA H200, to be measured again).
-TRANSFORM_COST = {"cpu": 3, "gpu": 1.5}
+#: charges their traffic 3x there; on the NVIDIA H200 they moved 1.6-5 TB/s (caches help)
+#: against 4.2 TB/s for a copy, so 1x.
+TRANSFORM_COST = {"cpu": 3, "gpu": 1}
 _SRC = "wticonv_winograd:winograd.cl"
 _LOCAL = {"cpu": 64, "gpu": 256}
 _INT32 = 2**31 - 1
