@@ -1,8 +1,9 @@
 """Winograd against the GEMM solvers and PyTorch on the 3x3 stride-1 layers of ResNet-50
 and VGG-16, every direction, same run.
 
-Per layer and direction: the kernel time of gemm.im2col, winograd.f2x3 and winograd.f4x3
-(each verified against the float64 reference; best of the iterations), PyTorch's time
+Per layer and direction: the kernel time of gemm.im2col, winograd.f2x3, winograd.f4x3 and
+winograd.fused_f2x3 (fwd and bwd only; each verified against the float64 reference; best
+of the iterations), PyTorch's time
 (cuDNN on the GPU with TF32 off, oneDNN on the CPU), and whether the faster Winograd
 solver beats gemm.im2col. Summary per direction: the share of layers where Winograd is
 faster than GEMM (issue target: >= 80 %), and the geometric mean of (Winograd / PyTorch)
@@ -30,7 +31,8 @@ from wticonv.networks import load_network  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conv_vs_torch import torch_timer  # noqa: E402
 
-SOLVERS = ("gemm.im2col", "winograd.f2x3", "winograd.f4x3")
+SOLVERS = ("gemm.im2col", "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3")
+WINOGRAD = SOLVERS[1:]
 
 
 def main(argv=None) -> int:
@@ -66,31 +68,36 @@ def main(argv=None) -> int:
             for d in dirs:
                 p = layer.problem.with_direction(d)
                 for sid in SOLVERS:
+                    if sid == "winograd.fused_f2x3" and d == "wrw":
+                        continue  # not fused (the solver declines backward weights)
                     m = measure(handle, p, args.iterations, verify=rep == 0 and not args.no_verify,
                                 solver=sid)
                     if not m.ok:
                         print(f"FAILED {sid} {p.key}: {m.error}", file=sys.stderr)
+                        continue
                     key = (p.key, sid)
                     best[key] = min(best.get(key, math.inf), min(m.kernel_ms))
     rows = []
     print(f"{handle.device.info.name}, N={args.n}; times in ms (best of "
           f"{args.iterations} x {args.repeat})")
-    print(f"{'net':9} {'dir':3} {'key':56} {'gemm':>8} {'f2x3':>8} {'f4x3':>8} {'torch':>8} "
-          f"{'wino/gemm':>9} {'wino/torch':>10}")
+    print(f"{'net':9} {'dir':3} {'key':56} {'gemm':>8} {'f2x3':>8} {'f4x3':>8} {'fused':>8} "
+          f"{'torch':>8} {'wino/gemm':>9} {'wino/torch':>10}")
     for net, layer in layers:
         for d in dirs:
             p = layer.problem.with_direction(d)
-            t = {sid: best[(p.key, sid)] for sid in SOLVERS}
+            t = {sid: best.get((p.key, sid), math.inf) for sid in SOLVERS}
             theirs = min(torch_timer(torch, kind, p, d, args.iterations)
                          for _ in range(max(1, args.repeat)))
-            wino = min(t["winograd.f2x3"], t["winograd.f4x3"])
+            wino = min(t[sid] for sid in WINOGRAD)
             row = dict(net=net, direction=d, key=p.key, gemm_ms=t["gemm.im2col"],
                        f2x3_ms=t["winograd.f2x3"], f4x3_ms=t["winograd.f4x3"],
+                       fused_ms=t["winograd.fused_f2x3"] if d != "wrw" else None,
                        torch_ms=theirs, wino_vs_gemm=wino / t["gemm.im2col"],
                        wino_vs_torch=wino / theirs)
             rows.append(row)
-            print(f"{net:9} {d:3} {p.key:56} {t['gemm.im2col']:8.3f} "
-                  f"{t['winograd.f2x3']:8.3f} {t['winograd.f4x3']:8.3f} {theirs:8.3f} "
+            times = " ".join(f"{t[sid]:8.3f}" if t[sid] < math.inf else f"{'-':>8}"
+                             for sid in SOLVERS)
+            print(f"{net:9} {d:3} {p.key:56} {times} {theirs:8.3f} "
                   f"{row['wino_vs_gemm']:9.2f} {row['wino_vs_torch']:10.2f}", flush=True)
     summary = {}
     for d in dirs:

@@ -7,6 +7,7 @@ kernel objects are kept per device so that they are not created again for every 
 from __future__ import annotations
 
 import importlib.resources
+import re
 import threading
 import weakref
 
@@ -19,13 +20,33 @@ _sources: dict[str, str] = {}
 _lock = threading.Lock()
 
 
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.]+)"[ \t]*$', re.MULTILINE)
+
+
 def kernel_source(name: str) -> str:
     """The OpenCL C source ``kernels/<file>`` named by ``name``: ``"file.cl"`` in this
-    package, or ``"package:file.cl"`` in another (plugins that reuse this runner)."""
+    package, or ``"package:file.cl"`` in another (plugins that reuse this runner).
+
+    A line ``#include "other.h"`` is replaced by the text of ``kernels/other.h`` of the same
+    package (recursively), so that kernels can share a header without the OpenCL compiler
+    needing an include path (PoCL and NVIDIA resolve relative includes differently).
+
+    Raises:
+        FileNotFoundError: ``name`` or an included file is not in the package's kernels/.
+    """
     if name not in _sources:
         package, _, file = name.rpartition(":")
-        _sources[name] = importlib.resources.files(package or "wticonv_gemm").joinpath(
-            "kernels", file).read_text()
+        kernels = importlib.resources.files(package or "wticonv_gemm").joinpath("kernels")
+
+        def splice(text: str, seen: tuple[str, ...]) -> str:
+            def one(match: re.Match) -> str:
+                inc = match.group(1)
+                if inc in seen:
+                    raise ValueError(f"kernels/{inc} includes itself (via {' -> '.join(seen)})")
+                return splice(kernels.joinpath(inc).read_text(), seen + (inc,))
+            return _INCLUDE.sub(one, text)
+
+        _sources[name] = splice(kernels.joinpath(file).read_text(), (file,))
     return _sources[name]
 
 

@@ -9,6 +9,7 @@ solvers: the batched multiply's FLOPs (alpha^2 / (m^2 r^2) of the direct FLOPs p
 2.25x fewer for F(2x2,3x3), 4x for F(4x4,3x3)) at the SGEMM's predicted efficiency, plus
 every transform's memory traffic at the measured bandwidth, plus launch overheads. So the
 WTI exceeds 1.0 where the multiply dominates and the reduction outweighs the traffic.
+-2.0 (unknown) on device kinds other than CPUs and GPUs, whose constants were not measured.
 """
 
 from __future__ import annotations
@@ -18,13 +19,18 @@ import weakref
 from functools import lru_cache
 
 import pyopencl as cl
-from wticonv import Decline, hookimpl
+from wticonv import WTI_UNKNOWN, Decline, hookimpl
 from wticonv_gemm import runner, workspace
 from wticonv_gemm import wti as gemm_wti
 
 from . import plan
 
-__all__ = ["WinogradBase"]
+__all__ = ["WinogradBase", "MODELLED_KINDS"]
+
+#: Device kinds whose constants (transform cost, the SGEMM's and the fused kernel's
+#: efficiency) were measured; on others (``"accelerator"``, ``"other"``) get_wti answers
+#: -2.0, "unknown", and the fallback does not pick these solvers unless forced.
+MODELLED_KINDS = ("cpu", "gpu")
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -100,6 +106,8 @@ class WinogradBase:
 
     @hookimpl
     def get_wti(self, problem, device, workspace_limit):
+        if device.kind not in MODELLED_KINDS:
+            return WTI_UNKNOWN
         v, layout = self._layout(problem, device, workspace_limit)
         launches = _plan(problem, v, _kind(device), device.info.compute_units, layout,
                          device.info.vector_width)

@@ -20,62 +20,9 @@
  * tile tails need no padding of the tensors.
  *
  * Sizes are kernel arguments (one build per transform, for every problem); tensor offsets
- * are 64-bit. The transform matrices are build options: WINO_BTH is BT_h row by row, etc.
- * Defaults: F(2x2, 3x3) with the points 0, 1, -1 (transforms.py derives them).
+ * are 64-bit. The transform matrices are build options (winograd_common.h lists them).
  */
-#ifndef WINO_MH
-#define WINO_MH 2   /* output tile rows */
-#endif
-#ifndef WINO_MW
-#define WINO_MW 2   /* output tile columns */
-#endif
-#ifndef WINO_RH
-#define WINO_RH 3   /* filter piece rows */
-#endif
-#ifndef WINO_RW
-#define WINO_RW 3   /* filter piece columns */
-#endif
-#ifndef WINO_BTH    /* BT_h, AH x AH */
-#define WINO_BTH -1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.0f, -1.0f, 1.0f, 0.0f, \
-                 0.0f, -1.0f, 0.0f, 1.0f
-#endif
-#ifndef WINO_GH     /* G_h, AH x RH */
-#define WINO_GH -1.0f, 0.0f, 0.0f, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, 0.0f, 0.0f, 1.0f
-#endif
-#ifndef WINO_ATH    /* AT_h, MH x AH */
-#define WINO_ATH 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 1.0f, -1.0f, 1.0f
-#endif
-#ifndef WINO_BTW
-#define WINO_BTW WINO_BTH
-#endif
-#ifndef WINO_GW
-#define WINO_GW WINO_GH
-#endif
-#ifndef WINO_ATW
-#define WINO_ATW WINO_ATH
-#endif
-
-#define AH (WINO_MH + WINO_RH - 1)
-#define AW (WINO_MW + WINO_RW - 1)
-
-/* The matrices are private constant arrays, declared in each kernel: after the loops are
- * unrolled the compiler folds their entries into the arithmetic. */
-#define WINO_MATRICES                                                                     \
-    const float BTH[AH * AH] = {WINO_BTH};                                               \
-    const float GH[AH * WINO_RH] = {WINO_GH};                                            \
-    const float ATH[WINO_MH * AH] = {WINO_ATH};                                          \
-    const float BTW[AW * AW] = {WINO_BTW};                                               \
-    const float GW[AW * WINO_RW] = {WINO_GW};                                            \
-    const float ATW[WINO_MW * AW] = {WINO_ATW};                                          \
-    (void)BTH; (void)GH; (void)ATH; (void)BTW; (void)GW; (void)ATW
-
-/* Pieces table: 6 ints per piece. */
-#define PC_FR0 0
-#define PC_FC0 1
-#define PC_FSH 2
-#define PC_FSW 3
-#define PC_OFFH 4
-#define PC_OFFW 5
+#include "winograd_common.h"
 
 /* U[((xi*G + g)*O + o)*PI + p*I + i] for every filter (o, i) of group g and piece p.
  * Filter tap (fr, fc) of (o, i) is w[wbase + g*wgs + o*so + i*si + fr*sr + fc*ss]; a flipped
@@ -86,48 +33,31 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
                                const long wgs, const long so, const long si, const long sr,
                                const long ss, __global const int *restrict pieces)
 {
-    WINO_MATRICES;
     const int oi = get_global_id(0);
     if (oi >= O * I)
         return;
     const int p = get_global_id(1), g = get_global_id(2);
     const int o = oi / I, i = oi - o * I;
     __global const int *pc = pieces + 6 * p;
-    float gp[WINO_RH][WINO_RW];
+    float gp[WINO_RH * WINO_RW];
     #pragma unroll
     for (int a = 0; a < WINO_RH; ++a) {
         const int fr = pc[PC_FR0] + pc[PC_FSH] * a;
         #pragma unroll
         for (int b = 0; b < WINO_RW; ++b) {
             const int fc = pc[PC_FC0] + pc[PC_FSW] * b;
-            gp[a][b] = (fr < R && fc < S)
+            gp[a * WINO_RW + b] = (fr < R && fc < S)
                 ? w[wbase + g * wgs + o * so + i * si + fr * sr + fc * ss] : 0.0f;
         }
     }
-    float tmp[AH][WINO_RW];                       /* G_h gp */
-    #pragma unroll
-    for (int x = 0; x < AH; ++x)
-        #pragma unroll
-        for (int b = 0; b < WINO_RW; ++b) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int a = 0; a < WINO_RH; ++a)
-                acc = mad(GH[x * WINO_RH + a], gp[a][b], acc);
-            tmp[x][b] = acc;
-        }
+    float ut[AH * AW];
+    wino_filter_tile(ut, gp);
     const long PI = (long)P * I;
     __global float *u = U + u_off + ((long)g * O + o) * PI + (long)p * I + i;
     const long xstride = (long)G * O * PI;
     #pragma unroll
-    for (int x = 0; x < AH; ++x)
-        #pragma unroll
-        for (int y = 0; y < AW; ++y) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int b = 0; b < WINO_RW; ++b)
-                acc = mad(tmp[x][b], GW[y * WINO_RW + b], acc);
-            u[(x * AW + y) * xstride] = acc;
-        }
+    for (int xi = 0; xi < AH * AW; ++xi)
+        u[xi * xstride] = ut[xi];
 }
 
 /* V[((xi*G + g)*PI + p*I + i)*T + t] for the tiles t of images [n0, n0 + Nc) of the input
@@ -139,7 +69,6 @@ __kernel void input_transform(__global const float *restrict x, __global float *
                               const int tw, const int P, const int sh, const int sw,
                               __global const int *restrict pieces)
 {
-    WINO_MATRICES;
     const int T = Nc * th * tw;
     const int t = get_global_id(0);
     if (t >= T)
@@ -150,7 +79,7 @@ __kernel void input_transform(__global const float *restrict x, __global float *
     __global const int *pc = pieces + 6 * p;
     const int h0 = sh * ty * WINO_MH + pc[PC_OFFH], w0 = sw * tx * WINO_MW + pc[PC_OFFW];
     const __global float *xc = x + (((long)(n0 + n) * G + g) * I + i) * H * (long)W;
-    float d[AH][AW];
+    float d[AH * AW];
     #pragma unroll
     for (int a = 0; a < AH; ++a) {
         const int ih = h0 + sh * a;
@@ -158,33 +87,17 @@ __kernel void input_transform(__global const float *restrict x, __global float *
         #pragma unroll
         for (int b = 0; b < AW; ++b) {
             const int iw = w0 + sw * b;
-            d[a][b] = (row_ok && iw >= 0 && iw < W) ? xc[(long)ih * W + iw] : 0.0f;
+            d[a * AW + b] = (row_ok && iw >= 0 && iw < W) ? xc[(long)ih * W + iw] : 0.0f;
         }
     }
-    float tmp[AH][AW];                            /* BT_h d */
-    #pragma unroll
-    for (int r = 0; r < AH; ++r)
-        #pragma unroll
-        for (int b = 0; b < AW; ++b) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int a = 0; a < AH; ++a)
-                acc = mad(BTH[r * AH + a], d[a][b], acc);
-            tmp[r][b] = acc;
-        }
+    float vt[AH * AW];
+    wino_input_tile(vt, d);
     const long PI = (long)P * I;
     __global float *v = V + v_off + ((long)g * PI + pi) * T + t;
     const long xstride = (long)G * PI * T;
     #pragma unroll
-    for (int r = 0; r < AH; ++r)
-        #pragma unroll
-        for (int c = 0; c < AW; ++c) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int b = 0; b < AW; ++b)
-                acc = mad(tmp[r][b], BTW[c * AW + b], acc);
-            v[(r * AW + c) * xstride] = acc;
-        }
+    for (int xi = 0; xi < AH * AW; ++xi)
+        v[xi * xstride] = vt[xi];
 }
 
 /* y[n0 + n][g*O + o][ty*MH + i][tx*MW + j] = (AT_h M_t AT_w^T)[i][j] for the rows and
@@ -194,7 +107,6 @@ __kernel void output_transform(__global const float *restrict M, const long m_of
                                const int O, const int G, const int Ho, const int Wo,
                                const int th, const int tw)
 {
-    WINO_MATRICES;
     const int T = Nc * th * tw;
     const int t = get_global_id(0);
     if (t >= T)
@@ -203,23 +115,11 @@ __kernel void output_transform(__global const float *restrict M, const long m_of
     const int n = t / (th * tw), tt = t - n * th * tw, ty = tt / tw, tx = tt - ty * tw;
     const __global float *mt = M + m_off + ((long)g * O + o) * T + t;
     const long xstride = (long)G * O * T;
-    float m[AH][AW];
+    float m[AH * AW], yt[WINO_MH * WINO_MW];
     #pragma unroll
-    for (int a = 0; a < AH; ++a)
-        #pragma unroll
-        for (int b = 0; b < AW; ++b)
-            m[a][b] = mt[(a * AW + b) * xstride];
-    float tmp[WINO_MH][AW];                       /* AT_h m */
-    #pragma unroll
-    for (int r = 0; r < WINO_MH; ++r)
-        #pragma unroll
-        for (int b = 0; b < AW; ++b) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int a = 0; a < AH; ++a)
-                acc = mad(ATH[r * AH + a], m[a][b], acc);
-            tmp[r][b] = acc;
-        }
+    for (int xi = 0; xi < AH * AW; ++xi)
+        m[xi] = mt[xi * xstride];
+    wino_output_tile(yt, m);
     __global float *yc = y + (((long)(n0 + n) * G + g) * O + o) * Ho * (long)Wo;
     #pragma unroll
     for (int r = 0; r < WINO_MH; ++r) {
@@ -231,11 +131,7 @@ __kernel void output_transform(__global const float *restrict M, const long m_of
             const int ow = tx * WINO_MW + c;
             if (ow >= Wo)
                 break;
-            float acc = 0.0f;
-            #pragma unroll
-            for (int b = 0; b < AW; ++b)
-                acc = mad(tmp[r][b], ATW[c * AW + b], acc);
-            yc[(long)oh * Wo + ow] = acc;
+            yc[(long)oh * Wo + ow] = yt[r * WINO_MW + c];
         }
     }
 }
@@ -247,7 +143,6 @@ __kernel void grad_transform(__global const float *restrict dy, __global float *
                              const int G, const int Ho, const int Wo, const int th,
                              const int tw)
 {
-    WINO_MATRICES;
     const int T = Nc * th * tw;
     const int t = get_global_id(0);
     if (t >= T)
@@ -255,39 +150,23 @@ __kernel void grad_transform(__global const float *restrict dy, __global float *
     const int o = get_global_id(1), g = get_global_id(2);
     const int n = t / (th * tw), tt = t - n * th * tw, ty = tt / tw, tx = tt - ty * tw;
     const __global float *dc = dy + (((long)(n0 + n) * G + g) * O + o) * Ho * (long)Wo;
-    float e[WINO_MH][WINO_MW];
+    float e[WINO_MH * WINO_MW];
     #pragma unroll
     for (int r = 0; r < WINO_MH; ++r) {
         const int oh = ty * WINO_MH + r;
         #pragma unroll
         for (int c = 0; c < WINO_MW; ++c) {
             const int ow = tx * WINO_MW + c;
-            e[r][c] = (oh < Ho && ow < Wo) ? dc[(long)oh * Wo + ow] : 0.0f;
+            e[r * WINO_MW + c] = (oh < Ho && ow < Wo) ? dc[(long)oh * Wo + ow] : 0.0f;
         }
     }
-    float tmp[AH][WINO_MW];                       /* AT_h^T e */
-    #pragma unroll
-    for (int a = 0; a < AH; ++a)
-        #pragma unroll
-        for (int c = 0; c < WINO_MW; ++c) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int r = 0; r < WINO_MH; ++r)
-                acc = mad(ATH[r * AH + a], e[r][c], acc);
-            tmp[a][c] = acc;
-        }
+    float zt[AH * AW];
+    wino_grad_tile(zt, e);
     __global float *z = Z + z_off + ((long)g * O + o) * T + t;
     const long xstride = (long)G * O * T;
     #pragma unroll
-    for (int a = 0; a < AH; ++a)
-        #pragma unroll
-        for (int b = 0; b < AW; ++b) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int c = 0; c < WINO_MW; ++c)
-                acc = mad(tmp[a][c], ATW[c * AW + b], acc);
-            z[(a * AW + b) * xstride] = acc;
-        }
+    for (int xi = 0; xi < AH * AW; ++xi)
+        z[xi * xstride] = zt[xi];
 }
 
 /* dw taps of piece p: (G_h^T dU G_w)[a][b] -> dw[g][o][i][fr0 + fsh*a][fc0 + fsw*b] for the
@@ -298,7 +177,6 @@ __kernel void filter_grad_transform(__global const float *restrict dU, const lon
                                     const int G, const int P, const int R, const int S,
                                     __global const int *restrict pieces)
 {
-    WINO_MATRICES;
     const int oi = get_global_id(0);
     if (oi >= O * I)
         return;
@@ -307,23 +185,11 @@ __kernel void filter_grad_transform(__global const float *restrict dU, const lon
     const long PI = (long)P * I;
     const __global float *du = dU + du_off + ((long)g * O + o) * PI + (long)p * I + i;
     const long xstride = (long)G * O * PI;
-    float u[AH][AW];
+    float u[AH * AW], gt[WINO_RH * WINO_RW];
     #pragma unroll
-    for (int a = 0; a < AH; ++a)
-        #pragma unroll
-        for (int b = 0; b < AW; ++b)
-            u[a][b] = du[(a * AW + b) * xstride];
-    float tmp[WINO_RH][AW];                       /* G_h^T u */
-    #pragma unroll
-    for (int r = 0; r < WINO_RH; ++r)
-        #pragma unroll
-        for (int b = 0; b < AW; ++b) {
-            float acc = 0.0f;
-            #pragma unroll
-            for (int a = 0; a < AH; ++a)
-                acc = mad(GH[a * WINO_RH + r], u[a][b], acc);
-            tmp[r][b] = acc;
-        }
+    for (int xi = 0; xi < AH * AW; ++xi)
+        u[xi] = du[xi * xstride];
+    wino_filter_grad_tile(gt, u);
     __global const int *pc = pieces + 6 * p;
     __global float *wc = dw + (((long)g * O + o) * I + i) * R * (long)S;
     #pragma unroll
@@ -336,11 +202,7 @@ __kernel void filter_grad_transform(__global const float *restrict dU, const lon
             const int fc = pc[PC_FC0] + pc[PC_FSW] * c;
             if (fc >= S)
                 break;
-            float acc = 0.0f;
-            #pragma unroll
-            for (int b = 0; b < AW; ++b)
-                acc = mad(tmp[r][b], GW[b * WINO_RW + c], acc);
-            wc[(long)fr * S + fc] = acc;
+            wc[(long)fr * S + fc] = gt[r * WINO_RW + c];
         }
     }
 }

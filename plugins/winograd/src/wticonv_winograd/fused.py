@@ -1,0 +1,76 @@
+"""The ``winograd.fused_f2x3`` solver: F(2x2, 3x3) in one kernel, with no workspace.
+
+Covers what winograd.f2x3 covers in the forward and backward-data directions (3x3,
+stride 1, dilation 1, any padding and groups). Transforms, multiply and output transform
+run in one work-group (kernels/fused.cl), so it needs no workspace and one launch: it pays
+off where the workspace is limited or absent, and on small problems where the unfused
+plan's four launches and its round trips through global memory dominate. Its multiply
+reads its operands from local memory, so on large layers the unfused solvers, whose
+multiply is a register-blocked SGEMM, rank above it (the WTI model tells them apart).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from wticonv import WTI_UNKNOWN, Decline, hookimpl
+from wticonv_gemm import runner
+from wticonv_gemm import wti as gemm_wti
+
+from .base import MODELLED_KINDS
+from .f2x3 import covers_3x3
+from .fused_plan import fused_plan
+from .plan import Variant
+
+__all__ = ["FusedF2x3Solver", "solver"]
+
+_VARIANT = Variant(2, 2, 3, 3)
+
+
+def _kind(device) -> str:
+    return "cpu" if device.kind == "cpu" else "gpu"
+
+
+@lru_cache(maxsize=1024)
+def _plan(problem, kind: str):
+    return fused_plan(problem, _VARIANT, kind)
+
+
+class FusedF2x3Solver:
+    """Fused Winograd F(2x2, 3x3), fwd and bwd, zero workspace."""
+
+    solver_id = "winograd.fused_f2x3"
+    tolerance = 2e-5
+
+    def covers(self, problem):
+        """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
+        if problem.direction == "wrw":
+            return Decline("backward weights is not fused (winograd.f2x3 and f4x3 serve it)")
+        return covers_3x3(problem, _VARIANT)
+
+    @hookimpl
+    def is_applicable(self, problem, device, workspace_limit):
+        v = self.covers(problem)
+        return v if isinstance(v, Decline) else True
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def workspace_size(self, problem, device, workspace_limit):
+        return 0
+
+    @hookimpl
+    def get_wti(self, problem, device, workspace_limit):
+        if device.kind not in MODELLED_KINDS:
+            return WTI_UNKNOWN
+        return gemm_wti.wti(problem, _plan(problem, _kind(device)), device)
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        runner.enqueue(device, _plan(problem, _kind(device)),
+                       {"x": tensors.x, "w": tensors.w, "y": tensors.y})
+
+
+solver = FusedF2x3Solver()

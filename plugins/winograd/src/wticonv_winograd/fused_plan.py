@@ -1,0 +1,115 @@
+"""Launch plan of the fused Winograd kernel (kernels/fused.cl): one launch, no workspace.
+
+The fused kernel serves forward-like passes (fwd; bwd with the filter flipped and
+transposed, as in plan.py) of 3x3 stride-1 problems with one F(MH x MW, 3x3) transform.
+Each work-group stages its input tiles' and filters' transforms in local memory, so the
+transformed tensors never reach global memory: the price is that every work-group
+transforms its FK filters again (once per FT tiles) and every input tile is transformed
+once per block of FK output channels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from wticonv_gemm.gemm import Launch
+
+from .plan import Variant, geometry
+
+__all__ = ["FusedParams", "PARAMS", "PARAMS_FEW_OUTPUTS", "FEW_OUTPUTS", "EFFICIENCY",
+           "params", "fused_plan"]
+
+_SRC = "wticonv_winograd:fused.cl"
+_F32 = 4
+
+
+@dataclass(frozen=True)
+class FusedParams:
+    """Work-group shape of fused.cl (its FUSED_* macros)."""
+
+    tt: int   # tiles per work-item
+    kk: int   # output channels per work-item
+    lt: int   # work-items along the tiles
+    lk: int   # work-items along the output channels
+    cb: int   # input channels staged per step
+
+    @property
+    def ft(self) -> int:
+        return self.tt * self.lt
+
+    @property
+    def fk(self) -> int:
+        return self.kk * self.lk
+
+    @property
+    def wg(self) -> int:
+        return self.lt * self.lk
+
+    @property
+    def options(self) -> str:
+        return (f"-DFUSED_TT={self.tt} -DFUSED_KK={self.kk} -DFUSED_LT={self.lt} "
+                f"-DFUSED_LK={self.lk} -DFUSED_CB={self.cb}")
+
+
+#: Work-group shapes per device kind, chosen by timing candidates on the 3x3 stride-1
+#: layers of ResNet-50 and VGG-16 at N=1 and N=32 (H200) or N=1 (CPU, PoCL 3.1). GPU: 128
+#: work-items of 2 tiles x 4 channels; CPUs: PoCL runs a work-group's work-items in a loop,
+#: so few work-items with many tiles each (their loops vectorise) did best.
+PARAMS = {"cpu": FusedParams(tt=16, kk=8, lt=1, lk=2, cb=8),
+          "gpu": FusedParams(tt=2, kk=4, lt=16, lk=8, cb=8)}
+#: For at most :data:`FEW_OUTPUTS` output channels (VGG-16's backward data of conv1_1 has
+#: 3), a GPU block of 32 channels would be mostly padding: there it takes 4. On the CPU
+#: narrower blocks measured slower (the tile loop, not the channel loop, is vectorised).
+PARAMS_FEW_OUTPUTS = {"cpu": PARAMS["cpu"],
+                      "gpu": FusedParams(tt=4, kk=1, lt=32, lk=4, cb=8)}
+FEW_OUTPUTS = 4
+
+#: Fraction of the device's peak the fused kernel's multiply reaches (its padded FLOPs):
+#: measured 0.15-0.23 on the H200 at N=32, 0.06 on the 2-core CPU. Its operands come from
+#: local memory, one read per one to two FMAs, far from a register-blocked SGEMM.
+EFFICIENCY = {"cpu": 0.06, "gpu": 0.18}
+
+
+def params(kind: str, outputs: int) -> FusedParams:
+    """The work-group shape for ``outputs`` output channels per group on a ``kind`` device."""
+    return (PARAMS_FEW_OUTPUTS if outputs <= FEW_OUTPUTS else PARAMS)[kind]
+
+
+def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
+    """The one launch of problem ``p`` (fwd or bwd, 3x3, stride 1) with variant ``v``.
+
+    Buffers ``"x"``, ``"w"``, ``"y"``. Cost: the multiply's FLOPs (its tiles and channels
+    padded to the work-group's) at :data:`EFFICIENCY`, plus the input read once per block
+    of output channels, the filters once per block of tiles, and the output written once.
+    """
+    if p.direction not in ("fwd", "bwd"):
+        raise ValueError(f"the fused kernel serves fwd and bwd, not {p.direction}")
+    geo = geometry(p, v)
+    fp = params(kind, geo.O)
+    (piece,) = geo.pieces
+    G, O, I = geo.groups, geo.O, geo.I
+    th, tw = geo.tiles(v)
+    T = geo.n * th * tw
+    if T > 2**31 - 1 or G * O * I > 2**31 - 1:
+        raise ValueError(f"{p.key}: {T} tiles exceed the fused kernel's 32-bit indices")
+    tile_blocks, k_blocks = -(-T // fp.ft), -(-O // fp.fk)
+    if p.direction == "fwd":
+        wbase, so, si, sr, ss = 0, I * p.r * p.s, p.r * p.s, p.s, 1
+        src, dst = "x", "y"
+    else:
+        wbase, so, si, sr, ss = (p.r - 1) * p.s + p.s - 1, p.r * p.s, O * p.r * p.s, -p.s, -1
+        src, dst = "y", "x"
+    cb_pad = -(-I // fp.cb) * fp.cb
+    flops = 2 * G * (tile_blocks * fp.ft) * (k_blocks * fp.fk) * cb_pad * v.positions
+    traffic = _F32 * G * (k_blocks * geo.n * I * geo.H * geo.W
+                          + tile_blocks * O * I * p.r * p.s
+                          + geo.n * O * geo.Ho * geo.Wo)
+    i32, i64 = np.int32, np.int64
+    return [Launch(_SRC, f"{v.options} {fp.options}", "fused_forward",
+                   (tile_blocks * fp.wg, k_blocks, G), (fp.wg, 1, 1),
+                   (src, "w", dst, i32(geo.n), i32(I), i32(O), i32(G), i32(geo.H),
+                    i32(geo.W), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw),
+                    i32(piece.offh), i32(piece.offw), i64(wbase), i64(O * I * p.r * p.s),
+                    i64(so), i64(si), i64(sr), i64(ss)),
+                   flops=flops, efficiency=EFFICIENCY[kind], bytes=traffic)]

@@ -1,0 +1,178 @@
+/* The Winograd transform F(MH x MW, RH x RW) shared by winograd.cl and fused.cl: tile and
+ * filter-piece sizes, the transform matrices (build options, row by row; transforms.py
+ * derives them) and the pieces-table layout. Included by the kernel runner
+ * (wticonv_gemm.runner.kernel_source), which splices "#include" lines of kernels/ files.
+ * Defaults: F(2x2, 3x3) with the points 0, 1, -1.
+ */
+#ifndef WINO_COMMON_H
+#define WINO_COMMON_H
+#ifndef WINO_MH
+#define WINO_MH 2   /* output tile rows */
+#endif
+#ifndef WINO_MW
+#define WINO_MW 2   /* output tile columns */
+#endif
+#ifndef WINO_RH
+#define WINO_RH 3   /* filter piece rows */
+#endif
+#ifndef WINO_RW
+#define WINO_RW 3   /* filter piece columns */
+#endif
+#ifndef WINO_BTH    /* BT_h, AH x AH */
+#define WINO_BTH -1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.0f, -1.0f, 1.0f, 0.0f, \
+                 0.0f, -1.0f, 0.0f, 1.0f
+#endif
+#ifndef WINO_GH     /* G_h, AH x RH */
+#define WINO_GH -1.0f, 0.0f, 0.0f, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, 0.0f, 0.0f, 1.0f
+#endif
+#ifndef WINO_ATH    /* AT_h, MH x AH */
+#define WINO_ATH 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 1.0f, -1.0f, 1.0f
+#endif
+#ifndef WINO_BTW
+#define WINO_BTW WINO_BTH
+#endif
+#ifndef WINO_GW
+#define WINO_GW WINO_GH
+#endif
+#ifndef WINO_ATW
+#define WINO_ATW WINO_ATH
+#endif
+
+#define AH (WINO_MH + WINO_RH - 1)
+#define AW (WINO_MW + WINO_RW - 1)
+
+/* The matrices are private constant arrays, declared in each kernel: after the loops are
+ * unrolled the compiler folds their entries into the arithmetic. */
+#define WINO_MATRICES                                                                     \
+    const float BTH[AH * AH] = {WINO_BTH};                                               \
+    const float GH[AH * WINO_RH] = {WINO_GH};                                            \
+    const float ATH[WINO_MH * AH] = {WINO_ATH};                                          \
+    const float BTW[AW * AW] = {WINO_BTW};                                               \
+    const float GW[AW * WINO_RW] = {WINO_GW};                                            \
+    const float ATW[WINO_MW * AW] = {WINO_ATW};                                          \
+    (void)BTH; (void)GH; (void)ATH; (void)BTW; (void)GW; (void)ATW
+
+/* Pieces table: 6 ints per piece. */
+#define PC_FR0 0
+#define PC_FC0 1
+#define PC_FSH 2
+#define PC_FSW 3
+#define PC_OFFH 4
+#define PC_OFFW 5
+
+
+/* Small matrix products of the transforms, on private row-major arrays whose sizes are
+ * compile-time constants: after inlining, the loops unroll and the matrices' entries
+ * (WINO_MATRICES) fold into the arithmetic.
+ *   wino_left    out (rows x cols) = L (rows x k) . in (k x cols)
+ *   wino_left_t  out (rows x cols) = L^T . in, L stored k x rows
+ *   wino_right   out (rows x cols) = in (rows x k) . R (k x cols)
+ *   wino_right_t out (rows x cols) = in . R^T, R stored cols x k */
+static inline void wino_left(float *out, const float *L, const float *in, const int rows,
+                             const int k, const int cols)
+{
+    #pragma unroll
+    for (int r = 0; r < rows; ++r)
+        #pragma unroll
+        for (int c = 0; c < cols; ++c) {
+            float s = 0.0f;
+            #pragma unroll
+            for (int a = 0; a < k; ++a)
+                s = mad(L[r * k + a], in[a * cols + c], s);
+            out[r * cols + c] = s;
+        }
+}
+
+static inline void wino_left_t(float *out, const float *L, const float *in,
+                               const int rows, const int k, const int cols)
+{
+    #pragma unroll
+    for (int r = 0; r < rows; ++r)
+        #pragma unroll
+        for (int c = 0; c < cols; ++c) {
+            float s = 0.0f;
+            #pragma unroll
+            for (int a = 0; a < k; ++a)
+                s = mad(L[a * rows + r], in[a * cols + c], s);
+            out[r * cols + c] = s;
+        }
+}
+
+static inline void wino_right(float *out, const float *in, const float *R, const int rows,
+                              const int k, const int cols)
+{
+    #pragma unroll
+    for (int r = 0; r < rows; ++r)
+        #pragma unroll
+        for (int c = 0; c < cols; ++c) {
+            float s = 0.0f;
+            #pragma unroll
+            for (int b = 0; b < k; ++b)
+                s = mad(in[r * k + b], R[b * cols + c], s);
+            out[r * cols + c] = s;
+        }
+}
+
+static inline void wino_right_t(float *out, const float *in, const float *R,
+                                const int rows, const int k, const int cols)
+{
+    #pragma unroll
+    for (int r = 0; r < rows; ++r)
+        #pragma unroll
+        for (int c = 0; c < cols; ++c) {
+            float s = 0.0f;
+            #pragma unroll
+            for (int b = 0; b < k; ++b)
+                s = mad(in[r * k + b], R[c * k + b], s);
+            out[r * cols + c] = s;
+        }
+}
+
+
+/* The five transforms of one tile; arrays row-major.
+ *   filter      u (AH x AW) = G_h g G_w^T          g: RH x RW filter piece
+ *   input       v (AH x AW) = BT_h d BT_w^T        d: AH x AW input patch
+ *   output      y (MH x MW) = AT_h m AT_w^T        m: AH x AW products
+ *   grad        z (AH x AW) = AT_h^T e AT_w        e: MH x MW output-gradient tile
+ *   filter_grad g (RH x RW) = G_h^T u G_w          u: AH x AW filter-gradient products */
+static inline void wino_filter_tile(float *u, const float *g)
+{
+    WINO_MATRICES;
+    float tmp[AH * WINO_RW];
+    wino_left(tmp, GH, g, AH, WINO_RH, WINO_RW);
+    wino_right_t(u, tmp, GW, AH, WINO_RW, AW);
+}
+
+static inline void wino_input_tile(float *v, const float *d)
+{
+    WINO_MATRICES;
+    float tmp[AH * AW];
+    wino_left(tmp, BTH, d, AH, AH, AW);
+    wino_right_t(v, tmp, BTW, AH, AW, AW);
+}
+
+static inline void wino_output_tile(float *y, const float *m)
+{
+    WINO_MATRICES;
+    float tmp[WINO_MH * AW];
+    wino_left(tmp, ATH, m, WINO_MH, AH, AW);
+    wino_right_t(y, tmp, ATW, WINO_MH, AW, WINO_MW);
+}
+
+static inline void wino_grad_tile(float *z, const float *e)
+{
+    WINO_MATRICES;
+    float tmp[AH * WINO_MW];
+    wino_left_t(tmp, ATH, e, AH, WINO_MH, WINO_MW);
+    wino_right(z, tmp, ATW, AH, WINO_MW, AW);
+}
+
+static inline void wino_filter_grad_tile(float *g, const float *u)
+{
+    WINO_MATRICES;
+    float tmp[WINO_RH * AW];
+    wino_left_t(tmp, GH, u, WINO_RH, AH, AW);
+    wino_right(g, tmp, GW, WINO_RH, AW, WINO_RW);
+}
+
+#endif
