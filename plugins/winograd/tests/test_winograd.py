@@ -293,3 +293,17 @@ def test_wti_unknown_on_unmodelled_device_kinds(handle, solver):
                                                global_mem_bytes=2**32))
     assert solver.get_wti(q, odd, None) == -2.0
     assert solver.get_wti(q, handle.device, None) > 0.05
+
+
+def test_kernel_files_share_the_transform_header():
+    """The runner splices ``#include "winograd_common.h"`` into both kernel files, so the
+    OpenCL compiler needs no include path; a missing kernel file is a clear error."""
+    from wticonv_gemm.runner import kernel_source
+
+    for name in ("winograd.cl", "fused.cl"):
+        src = kernel_source(f"wticonv_winograd:{name}")
+        assert '#include "' not in src
+        assert src.count("static inline void wino_input_tile(") == 1
+        assert "#define WINO_COMMON_H" in src
+    with pytest.raises(FileNotFoundError):
+        kernel_source("wticonv_winograd:no_such_kernel.cl")
