@@ -83,7 +83,11 @@ def main(argv=None) -> int:
                          "last seconds)")
     ap.add_argument("--json", default=None, help="also write every row to this file")
     args = ap.parse_args(argv)
-    import torch
+    try:
+        import torch
+    except ImportError:
+        sys.exit("this benchmark compares with PyTorch: .venv/bin/pip install torch==2.13.0 "
+                 "(see benchmarks/README.md)")
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

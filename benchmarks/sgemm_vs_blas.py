@@ -79,7 +79,11 @@ def main(argv=None) -> int:
                     help="comma-separated MxNxK")
     ap.add_argument("-i", "--iterations", type=int, default=10)
     args = ap.parse_args(argv)
-    import torch
+    try:
+        import torch
+    except ImportError:
+        sys.exit("this benchmark compares with PyTorch: .venv/bin/pip install torch==2.13.0 "
+                 "(see benchmarks/README.md)")
 
     torch.backends.cuda.matmul.allow_tf32 = False
     handle = wticonv.Handle(args.device)

@@ -1,5 +1,6 @@
-"""Winograd against the GEMM solvers and PyTorch on the 3x3 stride-1 layers of ResNet-50
-and VGG-16, every direction, same run.
+"""Winograd vs GEMM and PyTorch on the 3x3 stride-1 layers of ResNet-50 and VGG-16.
+
+Every direction, same run.
 
 Per layer and direction: the kernel time of gemm.im2col, winograd.f2x3, winograd.f4x3 and
 winograd.fused_f2x3 (fwd and bwd only; each verified against the float64 reference; best
@@ -47,7 +48,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-verify", action="store_true",
                     help="skip the float64 checks (large N: the reference is slow)")
     args = ap.parse_args(argv)
-    import torch
+    try:
+        import torch
+    except ImportError:
+        sys.exit("this benchmark compares with PyTorch: .venv/bin/pip install torch==2.13.0 "
+                 "(see benchmarks/README.md)")
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

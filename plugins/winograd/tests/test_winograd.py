@@ -155,7 +155,9 @@ def test_3x3_solvers_decline_other_shapes(handle):
     v = f2x3.is_applicable(P(1, 4, 8, 8, 4, 5, 5, pad_h=2, pad_w=2), handle.device, None)
     assert not v and "only 3x3 filters (this one is 5x5" in v.reason
     v = f4x3.is_applicable(P(1, 4, 9, 9, 4, 3, 3, stride_h=2, stride_w=2), handle.device, None)
-    assert not v and v.reason == "only stride 1 (stride 2x2)"
+    assert not v and v.reason == "only stride 1 (stride 2x2; winograd.rxs takes it)"
+    v = f2x3.is_applicable(P(1, 4, 8, 8, 4, 1, 1), handle.device, None)
+    assert not v and v.reason == "only 3x3 filters (this one is 1x1)"
 
 
 @pytest.mark.parametrize("solver", ["winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3"])
@@ -307,3 +309,29 @@ def test_kernel_files_share_the_transform_header():
         assert "#define WINO_COMMON_H" in src
     with pytest.raises(FileNotFoundError):
         kernel_source("wticonv_winograd:no_such_kernel.cl")
+
+
+@pytest.mark.parametrize("solver, p, where", [
+    # stride 2, pad 0, H even: input row/column 7 reaches no output
+    ("winograd.rxs", P(1, 2, 8, 8, 2, 3, 3, stride_h=2, stride_w=2), ("x", (0, 0, 7, 3))),
+    ("winograd.rxs", P(2, 3, 10, 10, 2, 3, 3, pad_h=1, stride_h=2, stride_w=2),
+     ("x", (1, 2, 4, 9))),
+    # backward data with pad 3 >= R: dy row 10 of 11 reaches no dx
+    ("winograd.f2x3", P(1, 2, 7, 7, 2, 3, 3, pad_h=3, pad_w=3, direction="bwd"),
+     ("y", (0, 0, 10, 4))),
+    ("winograd.fused_f2x3", P(1, 2, 7, 7, 2, 3, 3, pad_h=3, pad_w=3, direction="bwd"),
+     ("y", (0, 1, 4, 10))),
+    ("winograd.f4x3", P(1, 2, 7, 7, 2, 3, 3, pad_h=3, pad_w=3, direction="bwd"),
+     ("y", (0, 0, 10, 10))),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_nan_where_no_output_reads_stays_out(handle, solver, p, where):
+    """A NaN in an input element that no output depends on leaves every output finite, as
+    in the direct algorithm (tiles treat such elements as padding)."""
+    name, index = where
+
+    def poison(data):
+        data[name][index] = np.nan
+
+    result, ref = run_case(handle, p, solver, fill=poison)
+    assert np.isfinite(ref).all() and np.isfinite(result).all()
+    assert rms_range(result, ref) <= TOL[solver]

@@ -16,13 +16,20 @@ from .plan import Variant
 __all__ = ["F2x3Solver", "solver", "covers_3x3"]
 
 
+def _rxs_hint(problem) -> str:
+    """``"; winograd.rxs takes it"`` when it does, else ``""``."""
+    from .rxs import solver as rxs
+
+    return "" if isinstance(rxs.covers(problem), Decline) else "; winograd.rxs takes it"
+
+
 def covers_3x3(problem, variant: Variant):
     """``variant`` for a 3x3 stride-1 undilated problem, else the reason it is not one."""
     p = problem
     if (p.r, p.s) != (3, 3):
-        return Decline(f"only 3x3 filters (this one is {p.r}x{p.s}; winograd.rxs takes others)")
+        return Decline(f"only 3x3 filters (this one is {p.r}x{p.s}{_rxs_hint(p)})")
     if p.stride_h != 1 or p.stride_w != 1:
-        return Decline(f"only stride 1 (stride {p.stride_h}x{p.stride_w})")
+        return Decline(f"only stride 1 (stride {p.stride_h}x{p.stride_w}{_rxs_hint(p)})")
     if p.dilation_h != 1 or p.dilation_w != 1:
         return Decline(f"only dilation 1 (dilation {p.dilation_h}x{p.dilation_w})")
     return variant

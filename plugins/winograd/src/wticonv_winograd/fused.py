@@ -45,7 +45,10 @@ class FusedF2x3Solver:
     def covers(self, problem):
         """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
         if problem.direction == "wrw":
-            return Decline("backward weights is not fused (winograd.f2x3 and f4x3 serve it)")
+            unfused = covers_3x3(problem, _VARIANT)
+            hint = ("" if isinstance(unfused, Decline)
+                    else " (winograd.f2x3 and winograd.f4x3 cover this shape)")
+            return Decline(f"backward weights is not fused{hint}")
         return covers_3x3(problem, _VARIANT)
 
     @hookimpl

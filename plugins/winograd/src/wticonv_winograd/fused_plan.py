@@ -109,7 +109,8 @@ def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
     return [Launch(_SRC, f"{v.options} {fp.options}", "fused_forward",
                    (tile_blocks * fp.wg, k_blocks, G), (fp.wg, 1, 1),
                    (src, "w", dst, i32(geo.n), i32(I), i32(O), i32(G), i32(geo.H),
-                    i32(geo.W), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw),
+                    i32(geo.W), i32(geo.hl), i32(geo.wl), i32(geo.Ho), i32(geo.Wo), i32(th),
+                    i32(tw),
                     i32(piece.offh), i32(piece.offw), i64(wbase), i64(O * I * p.r * p.s),
                     i64(so), i64(si), i64(sr), i64(ss)),
                    flops=flops, efficiency=EFFICIENCY[kind], bytes=traffic)]

@@ -105,6 +105,10 @@ class Geometry:
     sh: int
     sw: int
     pieces: tuple[Piece, ...]
+    #: Input rows [0, hl) and columns [0, wl) are read; the rest of H x W reaches no output
+    #: (a tile's transform would mix a NaN there into its outputs), so it reads as zero.
+    hl: int = 0
+    wl: int = 0
 
     def tiles(self, v: Variant) -> tuple[int, int]:
         return -(-self.Ho // v.mh), -(-self.Wo // v.mw)
@@ -125,13 +129,17 @@ def geometry(p, v: Variant) -> Geometry:
         rows = _axis_pieces(p.r, ph, v.rh, 1)
         cols = _axis_pieces(p.s, pw, v.rw, 1)
         pieces = tuple(Piece(a, b, fa, fb, oa, ob) for a, fa, oa in rows for b, fb, ob in cols)
+        # dx row i reads dy rows i + pad - (R-1) .. i + pad
         return Geometry(p.n, g, p.k // g, p.c // g, p.ho, p.wo, p.h, p.w, p.r, p.s, 1, 1,
-                        pieces)
+                        pieces, min(p.ho, p.h + p.pad_h), min(p.wo, p.w + p.pad_w))
     rows = _axis_pieces(p.r, p.pad_h, v.rh, p.stride_h)
     cols = _axis_pieces(p.s, p.pad_w, v.rw, p.stride_w)
     pieces = tuple(Piece(a, b, fa, fb, oa, ob) for a, fa, oa in rows for b, fb, ob in cols)
+    # output row i reads input rows stride*i - pad .. stride*i - pad + R-1
+    hl = min(p.h, (p.ho - 1) * p.stride_h - p.pad_h + p.r)
+    wl = min(p.w, (p.wo - 1) * p.stride_w - p.pad_w + p.s)
     return Geometry(p.n, g, p.c // g, p.k // g, p.h, p.w, p.ho, p.wo, p.r, p.s, p.stride_h,
-                    p.stride_w, pieces)
+                    p.stride_w, pieces, max(0, hl), max(0, wl))
 
 
 def _align(n: int) -> int:
@@ -253,8 +261,8 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
         out.append(Launch(_SRC, opts, "input_transform",
                           (_round(T, local), PI, G), (local, 1, 1),
                           (src_in, "ws", i64(layout.v_off), i32(n0), i32(nc), i32(I), i32(G),
-                           i32(geo.H), i32(geo.W), i32(th), i32(tw), i32(P), i32(geo.sh),
-                           i32(geo.sw), "pc"),
+                           i32(geo.H), i32(geo.W), i32(geo.hl), i32(geo.wl), i32(th),
+                           i32(tw), i32(P), i32(geo.sh), i32(geo.sw), "pc"),
                           bytes=cost * (A * G * PI * T + nc * G * I * geo.H * geo.W)))
         if p.direction == "wrw":
             out.append(Launch(_SRC, opts, "grad_transform",

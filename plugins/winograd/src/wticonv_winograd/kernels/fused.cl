@@ -15,7 +15,8 @@
  *
  * Filter tap (fr, fc) of output o, input i is w[wbase + g*wgs + o*so + i*si + fr*sr + fc*ss]
  * (negative sr, ss: the flipped filter of backward data). Input tile rows start at
- * ty*MH + offh (offh = -pad). Sizes are kernel arguments; one build per tile shape.
+ * ty*MH + offh (offh = -pad); rows from HL and columns from WL on reach no output and read
+ * as zero. Sizes are kernel arguments; one build per tile shape.
  * Global size (ceil(T/FT)*FWG, ceil(O/FK), G) with T = N*th*tw; local size (FWG, 1, 1).
  */
 #include "winograd_common.h"
@@ -44,7 +45,8 @@
 __kernel __attribute__((reqd_work_group_size(FWG, 1, 1)))
 void fused_forward(__global const float *restrict x, __global const float *restrict w,
                    __global float *restrict y, const int N, const int I, const int O,
-                   const int G, const int H, const int W, const int Ho, const int Wo,
+                   const int G, const int H, const int W, const int HL, const int WL,
+                   const int Ho, const int Wo,
                    const int th, const int tw, const int offh, const int offw,
                    const long wbase, const long wgs, const long so, const long si,
                    const long sr, const long ss)
@@ -79,12 +81,12 @@ void fused_forward(__global const float *restrict x, __global const float *restr
                 #pragma unroll
                 for (int a = 0; a < AH; ++a) {
                     const int ih = h0 + a;
-                    const bool row_ok = ih >= 0 && ih < H;
+                    const bool row_ok = ih >= 0 && ih < HL;
                     #pragma unroll
                     for (int b = 0; b < AW; ++b) {
                         const int iw = w0 + b;
                         d[a * AW + b] =
-                            (row_ok && iw >= 0 && iw < W) ? xc[(long)ih * W + iw] : 0.0f;
+                            (row_ok && iw >= 0 && iw < WL) ? xc[(long)ih * W + iw] : 0.0f;
                     }
                 }
             } else {

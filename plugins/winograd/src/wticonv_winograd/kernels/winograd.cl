@@ -62,10 +62,13 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
 
 /* V[((xi*G + g)*PI + p*I + i)*T + t] for the tiles t of images [n0, n0 + Nc) of the input
  * (channels G*I, H x W): input rows sh*(ty*MH + a) + offh of piece p, likewise columns.
+ * Rows from HL and columns from WL on (which no output reads) count as zero, as the
+ * padding does, so that a NaN there does not reach the outputs of its tile.
  * Global size (T padded, P*I, G), T = Nc * th * tw. */
 __kernel void input_transform(__global const float *restrict x, __global float *restrict V,
                               const long v_off, const int n0, const int Nc, const int I,
-                              const int G, const int H, const int W, const int th,
+                              const int G, const int H, const int W, const int HL,
+                              const int WL, const int th,
                               const int tw, const int P, const int sh, const int sw,
                               __global const int *restrict pieces)
 {
@@ -83,11 +86,11 @@ __kernel void input_transform(__global const float *restrict x, __global float *
     #pragma unroll
     for (int a = 0; a < AH; ++a) {
         const int ih = h0 + sh * a;
-        const bool row_ok = ih >= 0 && ih < H;
+        const bool row_ok = ih >= 0 && ih < HL;
         #pragma unroll
         for (int b = 0; b < AW; ++b) {
             const int iw = w0 + sw * b;
-            d[a * AW + b] = (row_ok && iw >= 0 && iw < W) ? xc[(long)ih * W + iw] : 0.0f;
+            d[a * AW + b] = (row_ok && iw >= 0 && iw < WL) ? xc[(long)ih * W + iw] : 0.0f;
         }
     }
     float vt[AH * AW];
