@@ -21,52 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import statistics
 import sys
-import time
 
-# PyTorch's OpenMP threads otherwise spin for a while after each convolution and steal the
-# cores from the OpenCL runtime's threads; wticonv's layers are also all timed first.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("KMP_BLOCKTIME", "0")
+from peers import load_torch, torch_timer  # first: sets OpenMP's env before torch loads
 
 import wticonv
 from wticonv.bench import measure, parse_directions
 from wticonv.networks import load_network
-
-
-def torch_timer(torch, device: str, p, direction: str, iterations: int) -> float:
-    """Best time in ms of PyTorch's FP32 convolution of problem ``p`` in ``direction``."""
-    dev = torch.device("cuda" if device == "gpu" else "cpu")
-    g = torch.Generator(device="cpu").manual_seed(0)
-    x = torch.rand(p.x_shape, generator=g).to(dev)
-    w = torch.rand(p.w_shape, generator=g).to(dev)
-    dy = torch.rand(p.y_shape, generator=g).to(dev)
-    kw = dict(stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
-              dilation=(p.dilation_h, p.dilation_w), groups=p.groups)
-    F, grad = torch.nn.functional, torch.nn.grad
-    fn = {"fwd": lambda: F.conv2d(x, w, **kw),
-          "bwd": lambda: grad.conv2d_input(p.x_shape, w, dy, **kw),
-          "wrw": lambda: grad.conv2d_weight(x, p.w_shape, dy, **kw)}[direction]
-    with torch.no_grad():
-        for _ in range(2):
-            fn()
-        times = []
-        for _ in range(iterations):
-            if dev.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
-                    enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-    return min(times)
 
 
 def main(argv=None) -> int:
@@ -83,14 +44,6 @@ def main(argv=None) -> int:
                          "last seconds)")
     ap.add_argument("--json", default=None, help="also write every row to this file")
     args = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        sys.exit("this benchmark compares with PyTorch: .venv/bin/pip install torch==2.13.0 "
-                 "(see benchmarks/README.md)")
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     if args.n < 1 or args.iterations < 1:
         ap.error("-n and -i must be at least 1")
     try:
@@ -99,9 +52,8 @@ def main(argv=None) -> int:
     except (wticonv.WticonvError, ValueError) as e:
         ap.error(str(e))
     handle = wticonv.Handle(args.device)
+    torch = load_torch(handle)
     kind = "gpu" if handle.device.kind == "gpu" else "cpu"
-    if kind == "cpu":
-        torch.set_num_threads(handle.device.info.compute_units)
     peak = handle.device.peak_flops
     rows = []
     print(f"{args.network} N={args.n} on {handle.device.info.name} "

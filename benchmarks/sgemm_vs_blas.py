@@ -14,13 +14,13 @@ error against a float64 product on a sample of rows.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 
 import numpy as np
 
 import wticonv
+from peers import load_torch
 from wticonv_gemm import runner
 from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
 
@@ -79,17 +79,9 @@ def main(argv=None) -> int:
                     help="comma-separated MxNxK")
     ap.add_argument("-i", "--iterations", type=int, default=10)
     args = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        sys.exit("this benchmark compares with PyTorch: .venv/bin/pip install torch==2.13.0 "
-                 "(see benchmarks/README.md)")
-
-    torch.backends.cuda.matmul.allow_tf32 = False
     handle = wticonv.Handle(args.device)
+    torch = load_torch(handle)
     kind = "gpu" if handle.device.kind == "gpu" else "cpu"
-    if kind == "cpu":
-        torch.set_num_threads(handle.device.info.compute_units)
     peak = handle.device.peak_flops
     print(f"{handle.device.info.name}: measured peak {peak / 1e12:.2f} TFLOP/s; "
           f"BLAS via PyTorch {torch.__version__} ({'cuBLAS, TF32 off' if kind == 'gpu' else 'CPU'})")

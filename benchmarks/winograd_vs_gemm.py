@@ -19,18 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("KMP_BLOCKTIME", "0")
+from peers import load_torch, torch_timer  # first: sets OpenMP's env before torch loads
 
-import wticonv  # noqa: E402
-from wticonv.bench import measure  # noqa: E402
-from wticonv.networks import load_network  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conv_vs_torch import torch_timer  # noqa: E402
+import wticonv
+from wticonv.bench import measure
+from wticonv.networks import load_network
 
 SOLVERS = ("gemm.im2col", "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3")
 WINOGRAD = SOLVERS[1:]
@@ -48,18 +43,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-verify", action="store_true",
                     help="skip the float64 checks (large N: the reference is slow)")
     args = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        sys.exit("this benchmark compares with PyTorch: .venv/bin/pip install torch==2.13.0 "
-                 "(see benchmarks/README.md)")
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     handle = wticonv.Handle(args.device)
+    torch = load_torch(handle)
     kind = "gpu" if handle.device.kind == "gpu" else "cpu"
-    if kind == "cpu":
-        torch.set_num_threads(handle.device.info.compute_units)
     layers = []
     for net in ("resnet50", "vgg16"):
         for layer in load_network(net, args.n).layers:
