@@ -17,7 +17,7 @@ from wticonv import WTI_UNKNOWN, Decline, hookimpl
 from wticonv_gemm import runner
 from wticonv_gemm import wti as gemm_wti
 
-from .base import MODELLED_KINDS
+from .base import MODELLED_KINDS, _kind
 from .f2x3 import covers_3x3
 from .fused_plan import fused_plan
 from .plan import Variant
@@ -25,10 +25,6 @@ from .plan import Variant
 __all__ = ["FusedF2x3Solver", "solver"]
 
 _VARIANT = Variant(2, 2, 3, 3)
-
-
-def _kind(device) -> str:
-    return "cpu" if device.kind == "cpu" else "gpu"
 
 
 @lru_cache(maxsize=1024)

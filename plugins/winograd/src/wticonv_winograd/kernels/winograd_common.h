@@ -61,15 +61,14 @@
 #define PC_OFFW 5
 
 
-/* Small matrix products of the transforms, on private row-major arrays whose sizes are
- * compile-time constants: after inlining, the loops unroll and the matrices' entries
- * (WINO_MATRICES) fold into the arithmetic.
- *   wino_left    out (rows x cols) = L (rows x k) . in (k x cols)
- *   wino_left_t  out (rows x cols) = L^T . in, L stored k x rows
- *   wino_right   out (rows x cols) = in (rows x k) . R (k x cols)
- *   wino_right_t out (rows x cols) = in . R^T, R stored cols x k */
-static inline void wino_left(float *out, const float *L, const float *in, const int rows,
-                             const int k, const int cols)
+/* out (rows x cols, row-major) = A . B, a small matrix product of the transforms, with
+ * A's entry (r, a) at A[r*ar + a*ak] and B's entry (a, c) at B[a*bk + c*bc]: the strides
+ * say whether an operand is used as stored or transposed. Sizes and strides are
+ * compile-time constants at every call, so after inlining the loops unroll and the
+ * transform matrices' entries (WINO_MATRICES) fold into the arithmetic. */
+static inline void wino_mm(float *out, const float *A, const int ar, const int ak,
+                           const float *B, const int bk, const int bc, const int rows,
+                           const int k, const int cols)
 {
     #pragma unroll
     for (int r = 0; r < rows; ++r)
@@ -78,56 +77,10 @@ static inline void wino_left(float *out, const float *L, const float *in, const 
             float s = 0.0f;
             #pragma unroll
             for (int a = 0; a < k; ++a)
-                s = mad(L[r * k + a], in[a * cols + c], s);
+                s = mad(A[r * ar + a * ak], B[a * bk + c * bc], s);
             out[r * cols + c] = s;
         }
 }
-
-static inline void wino_left_t(float *out, const float *L, const float *in,
-                               const int rows, const int k, const int cols)
-{
-    #pragma unroll
-    for (int r = 0; r < rows; ++r)
-        #pragma unroll
-        for (int c = 0; c < cols; ++c) {
-            float s = 0.0f;
-            #pragma unroll
-            for (int a = 0; a < k; ++a)
-                s = mad(L[a * rows + r], in[a * cols + c], s);
-            out[r * cols + c] = s;
-        }
-}
-
-static inline void wino_right(float *out, const float *in, const float *R, const int rows,
-                              const int k, const int cols)
-{
-    #pragma unroll
-    for (int r = 0; r < rows; ++r)
-        #pragma unroll
-        for (int c = 0; c < cols; ++c) {
-            float s = 0.0f;
-            #pragma unroll
-            for (int b = 0; b < k; ++b)
-                s = mad(in[r * k + b], R[b * cols + c], s);
-            out[r * cols + c] = s;
-        }
-}
-
-static inline void wino_right_t(float *out, const float *in, const float *R,
-                                const int rows, const int k, const int cols)
-{
-    #pragma unroll
-    for (int r = 0; r < rows; ++r)
-        #pragma unroll
-        for (int c = 0; c < cols; ++c) {
-            float s = 0.0f;
-            #pragma unroll
-            for (int b = 0; b < k; ++b)
-                s = mad(in[r * k + b], R[c * k + b], s);
-            out[r * cols + c] = s;
-        }
-}
-
 
 /* The five transforms of one tile; arrays row-major.
  *   filter      u (AH x AW) = G_h g G_w^T          g: RH x RW filter piece
@@ -139,40 +92,40 @@ static inline void wino_filter_tile(float *u, const float *g)
 {
     WINO_MATRICES;
     float tmp[AH * WINO_RW];
-    wino_left(tmp, GH, g, AH, WINO_RH, WINO_RW);
-    wino_right_t(u, tmp, GW, AH, WINO_RW, AW);
+    wino_mm(tmp, GH, WINO_RH, 1, g, WINO_RW, 1, AH, WINO_RH, WINO_RW);       /* G_h g */
+    wino_mm(u, tmp, WINO_RW, 1, GW, 1, WINO_RW, AH, WINO_RW, AW);          /* . G_w^T */
 }
 
 static inline void wino_input_tile(float *v, const float *d)
 {
     WINO_MATRICES;
     float tmp[AH * AW];
-    wino_left(tmp, BTH, d, AH, AH, AW);
-    wino_right_t(v, tmp, BTW, AH, AW, AW);
+    wino_mm(tmp, BTH, AH, 1, d, AW, 1, AH, AH, AW);                        /* BT_h d */
+    wino_mm(v, tmp, AW, 1, BTW, 1, AW, AH, AW, AW);                        /* . BT_w^T */
 }
 
 static inline void wino_output_tile(float *y, const float *m)
 {
     WINO_MATRICES;
     float tmp[WINO_MH * AW];
-    wino_left(tmp, ATH, m, WINO_MH, AH, AW);
-    wino_right_t(y, tmp, ATW, WINO_MH, AW, WINO_MW);
+    wino_mm(tmp, ATH, AH, 1, m, AW, 1, WINO_MH, AH, AW);                   /* AT_h m */
+    wino_mm(y, tmp, AW, 1, ATW, 1, AW, WINO_MH, AW, WINO_MW);              /* . AT_w^T */
 }
 
 static inline void wino_grad_tile(float *z, const float *e)
 {
     WINO_MATRICES;
     float tmp[AH * WINO_MW];
-    wino_left_t(tmp, ATH, e, AH, WINO_MH, WINO_MW);
-    wino_right(z, tmp, ATW, AH, WINO_MW, AW);
+    wino_mm(tmp, ATH, 1, AH, e, WINO_MW, 1, AH, WINO_MH, WINO_MW);         /* AT_h^T e */
+    wino_mm(z, tmp, WINO_MW, 1, ATW, AW, 1, AH, WINO_MW, AW);              /* . AT_w */
 }
 
 static inline void wino_filter_grad_tile(float *g, const float *u)
 {
     WINO_MATRICES;
     float tmp[WINO_RH * AW];
-    wino_left_t(tmp, GH, u, WINO_RH, AH, AW);
-    wino_right(g, tmp, GW, WINO_RH, AW, WINO_RW);
+    wino_mm(tmp, GH, 1, WINO_RH, u, AW, 1, WINO_RH, AH, AW);               /* G_h^T u */
+    wino_mm(g, tmp, AW, 1, GW, WINO_RW, 1, WINO_RH, AW, WINO_RW);          /* . G_w */
 }
 
 #endif
