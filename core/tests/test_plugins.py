@@ -77,7 +77,9 @@ def test_load_plugins_env_selects_distributions(fake_dist, monkeypatch):
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "fake_one")
     assert SolverRegistry().ids() == ["fake.a"]
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-direct, fake-one")
-    assert SolverRegistry().ids() == ["direct.naive", "fake.a"]
+    ids = SolverRegistry().ids()  # wticonv-direct ships several direct.* solvers
+    assert "direct.naive" in ids and "fake.a" in ids
+    assert all(i == "fake.a" or i.startswith("direct.") for i in ids)
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "")
     assert SolverRegistry().ids() == []
 

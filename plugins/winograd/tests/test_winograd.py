@@ -244,10 +244,13 @@ def test_fused_declines_backward_weights_and_needs_no_workspace(handle):
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_fused_serves_3x3_layers_without_workspace(handle, direction):
     """With no workspace allowed, the unfused Winograd and GEMM solvers decline and the
-    fused kernel's WTI ranks it above the direct solver (it does 2.25x fewer multiplies)."""
+    fused kernel's WTI ranks it above direct.naive (it does 2.25x fewer multiplies).
+    direct.tiled, also workspace-free, may rank higher (on the CPU it is 2-4x faster
+    than the fused kernel here)."""
     q = P(1, 64, 28, 28, 64, 3, 3, pad_h=1, pad_w=1, direction=direction)
     sel = handle.select(q, workspace_limit=0)
-    assert sel.solver_id == "winograd.fused_f2x3" and sel.chosen.workspace == 0
+    assert sel.solver_id in ("winograd.fused_f2x3", "direct.tiled")
+    assert sel.chosen.workspace == 0
     ranked = {v.solver_id: v.wti for v in sel.verdicts if v.candidate}
     assert "winograd.f2x3" not in ranked
     assert ranked["winograd.fused_f2x3"] > ranked["direct.naive"]

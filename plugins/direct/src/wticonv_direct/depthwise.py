@@ -1,0 +1,108 @@
+"""The ``direct.depthwise`` solver: depthwise convolution, every direction.
+
+Applies to problems with ``groups == C`` and therefore ``K == m * C`` for a channel
+multiplier m >= 1 (output channel k reads input channel k // m; w is K x 1 x R x S), any
+filter size, stride, padding and dilation, NCHW float32. Dynamic: one build per device
+(build options depend only on the device kind) serves every problem; sizes are kernel
+arguments. Kernels: ``kernels/depthwise.cl``; launches: :mod:`.depthwise_plan`.
+
+Backward weights reduce over N*Ho*Wo per dw element (dw has only K*R*S elements), so the
+N*Ho rows of dy may be split into P contiguous parts (deterministic two-pass scheme, no
+atomics): pass 1 (``dw_wrw``) writes the partial sums ``ws[p][k][r][s]`` of every part to
+the workspace (4 * P * K * R * S bytes), pass 2 (``dw_wrw_sum``) adds them in part order
+p = 0, 1, ... into dw. P grows until the device has enough work-items, while each part
+keeps enough rows and the partial sums fit the caller's workspace limit; with P = 1 pass 1
+writes dw directly and the workspace is 0 bytes. fwd and bwd use no workspace.
+
+WTI model (fraction of ``device.peak_flops``, see docs/wti-models.md)::
+
+    time = launches * LAUNCH_OVERHEAD_S[kind]
+           + max(bytes / device.bandwidth, flops / (device.peak_flops * EFFICIENCY[kind]))
+    WTI  = flops / (device.peak_flops * time)
+
+where bytes (B) counts every element of x, w and y read or written once, plus the
+workspace written and read again, and flops = ``problem.flops`` (2*N*K*Ho*Wo*R*S).
+Devices other than "cpu" and "gpu" get ``WTI_UNKNOWN`` (-2.0).
+"""
+
+from __future__ import annotations
+
+from wticonv import WTI_UNKNOWN, Decline, hookimpl
+
+from . import depthwise_plan, programs
+
+__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "predicted_seconds"]
+
+#: Fraction of the measured peak FP32 rate the kernels reach where arithmetic, not memory,
+#: limits them. CPU 0.16: measured on the 2-core AMD EPYC (Zen 5, AVX-512) through PoCL
+#: 3.1 (peak 469 GFLOP/s), MobileNetV2's 3x3 stride-1 layers at N=8, tensors in cache,
+#: best of 30 runs: 192 x 28 x 28 forward 21.7 MFLOP in 0.283 ms, 576 x 14 x 14 16.3 MFLOP
+#: in 0.213 ms (77 GFLOP/s each), backward data the same; backward weights reaches up to
+#: 0.28, the generic and stride-2 kernels about half (docs/wti-models.md). GPU 0.25:
+#: provisional, not measured yet (memory limits most depthwise layers there).
+EFFICIENCY = {"cpu": 0.16, "gpu": 0.25}
+
+
+def _bytes(problem, workspace: int) -> int:
+    p = problem
+    elems = p.n * p.c * p.h * p.w + p.k * p.r * p.s + p.n * p.k * p.ho * p.wo
+    return 4 * elems + 2 * workspace
+
+
+def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
+    """Predicted run time (s) of ``problem`` on ``device``; None for unmodelled devices.
+
+    See the module docstring for the model.
+    """
+    kind = device.kind
+    if kind not in ("cpu", "gpu"):
+        return None
+    pl = depthwise_plan.plan(problem, kind, device.info.compute_units, workspace_limit)
+    peak, bandwidth = device.peak_flops, device.bandwidth
+    if peak <= 0 or bandwidth <= 0:
+        return None
+    memory = _bytes(problem, pl.workspace) / bandwidth
+    compute = problem.flops / (peak * EFFICIENCY[kind])
+    return len(pl.launches) * programs.LAUNCH_OVERHEAD_S[kind] + max(memory, compute)
+
+
+class DepthwiseSolver:
+    """Depthwise convolution (groups == C), blocked direct kernels, all directions."""
+
+    solver_id = "direct.depthwise"
+    #: rms_range tolerance against the float64 reference: fp32 sums of R*S terms (fwd),
+    #: m*R*S (bwd) or N*Ho*Wo (wrw, in parts); measured on MobileNetV2's layers at N=8:
+    #: about 1e-8 (fwd, bwd), up to 7e-7 (wrw).
+    tolerance = 1e-5
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        reason = depthwise_plan.decline_reason(problem)
+        return Decline(reason) if reason else True
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem, device, workspace_limit):
+        seconds = predicted_seconds(problem, device, workspace_limit)
+        if seconds is None:
+            return WTI_UNKNOWN
+        return problem.flops / (device.peak_flops * seconds)
+
+    @hookimpl
+    def workspace_size(self, problem, device, workspace_limit):
+        kind = depthwise_plan.kind_of(device)
+        return depthwise_plan.plan(problem, kind, device.info.compute_units,
+                                   workspace_limit).workspace
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        def kernel(name, options):
+            return programs.kernel(device, "depthwise.cl", name, options)
+
+        depthwise_plan.enqueue(problem, device, tensors, workspace, kernel)
+
+
+solver = DepthwiseSolver()

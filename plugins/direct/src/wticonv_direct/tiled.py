@@ -1,0 +1,100 @@
+"""The ``direct.tiled`` solver: direct convolution in blocks of outputs, all directions.
+
+Applies to every valid problem except depthwise ones (``direct.depthwise``) and those
+whose index ranges pass 32 bits (see :func:`declines`): any filter, stride, padding,
+dilation and group count, in fwd, bwd and wrw. Dynamic: every size is a kernel argument;
+two builds per device (the kernels and the wrw reduction) serve every problem.
+
+How it computes (tiled_plan.py, kernels/tiled_gpu.cl, kernels/tiled_cpu.cl): each
+work-group (GPU, input tiles staged in local memory) or work-item (CPU, vector register
+blocks) computes a block of several output channels x several output positions:
+
+- fwd: y blocks of K x (N, Ho, Wo), reducing over (C, R, S) of the group;
+- bwd: dx blocks of C x (N, H, W), one launch per stride phase of dx, reducing over
+  (K, taps that reach the phase), so stride > 1 wastes no multiplications on zeros;
+- wrw: dw blocks of K x (C, R, S), reducing over (N, Ho, Wo). When dw has too few blocks
+  to fill the device, the reduction is split into parts written to the workspace (one dw
+  slice per part: ``splits x K x C/groups x R x S x 4`` bytes) and added by a second
+  kernel in a fixed order: deterministic, no atomics. Within ``workspace_limit`` the split
+  shrinks, down to none (workspace 0).
+
+WTI (:mod:`wticonv_direct.tiled_wti`): predicted time of the plan from the device's
+measured peak and bandwidth; see docs/wti-models.md.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from wticonv import Decline, hookimpl
+
+from . import programs, tiled_plan, tiled_wti
+from .tiled_plan import INT32_MAX
+
+__all__ = ["TiledSolver", "solver", "declines"]
+
+
+def declines(p) -> Decline | None:
+    """Why direct.tiled does not take problem ``p``, or None when it does."""
+    if p.groups > 1 and p.groups == p.c and p.k % p.c == 0:
+        return Decline("depthwise (groups == C, K = m*C): use direct.depthwise")
+    n_pos = p.n * max(p.h * p.w, p.ho * p.wo)
+    red = max(p.n * p.ho * p.wo, (p.c // p.groups) * p.r * p.s,
+              (p.k // p.groups) * p.r * p.s)
+    if max(n_pos, red, p.h * p.w, p.ho * p.wo) > INT32_MAX:
+        return Decline("an index range passes 2^31 (N*H*W or the reduction); "
+                       "split the batch")
+    return None
+
+
+@lru_cache(maxsize=2048)
+def _plan(problem, kind: str, compute_units: int, limit: int | None, peak: float,
+          bandwidth: float):
+    return tiled_plan.plan(problem, kind, compute_units, limit, peak, bandwidth)
+
+
+def plan_for(problem, device, workspace_limit=None) -> tiled_plan.Plan:
+    """The (cached) plan of ``problem`` on ``device`` within ``workspace_limit`` bytes."""
+    return _plan(problem, programs.device_kind(device), device.info.compute_units,
+                 workspace_limit, device.peak_flops, device.bandwidth)
+
+
+class TiledSolver:
+    """Direct convolution in output blocks (see module docstring)."""
+
+    solver_id = "direct.tiled"
+    #: rms_range tolerance against the float64 reference (fp32 accumulation).
+    tolerance = 1e-5
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        reason = declines(problem)
+        return True if reason is None else reason
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem, device, workspace_limit):
+        return tiled_wti.wti(problem, plan_for(problem, device, workspace_limit), device)
+
+    @hookimpl
+    def workspace_size(self, problem, device, workspace_limit):
+        return plan_for(problem, device, workspace_limit).workspace_bytes
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        buffers = {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace}
+        for launch in plan_for(problem, device, _limit_of(workspace)).launches:
+            k = programs.kernel(device, launch.file, launch.kernel, launch.options)
+            args = [buffers[a] if isinstance(a, str) else a for a in launch.args]
+            device.enqueue_kernel(k, launch.global_size, launch.local_size, *args)
+
+
+def _limit_of(workspace) -> int:
+    """The plan that fits the workspace given to run (0 bytes when there is none)."""
+    return 0 if workspace is None else int(workspace.size)
+
+
+solver = TiledSolver()

@@ -1,0 +1,377 @@
+"""Launch planning for direct.tiled: the index maps of each direction, kernels, grid sizes,
+splits and workspace.
+
+Every direction is described to the kernels (``kernels/tiled_gpu.cl`` and
+``kernels/tiled_cpu.cl``) as the same blocked sum ``out(m, p) = sum_q A(m, q) * B(q, p)``
+with affine index maps (:class:`Maps`); see the header of tiled_gpu.cl for the formulas.
+Kept apart from the hook functions (tiled.py) so that it can be read and tested without
+the plugin machinery. Nothing here depends on a problem's sizes except kernel arguments,
+grid sizes and the split count: build options are fixed per device kind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+__all__ = ["Maps", "Launch", "Plan", "GpuTile", "GPU_TILES", "CpuParams", "CPU", "maps", "plan",
+           "INT32_MAX"]
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class GpuTile:
+    """One build of tiled_gpu.cl: a work-group computes ``mwg`` channels x ``nwg``
+    positions, each of its ``(mwg / mwi) x (nwg / nwi)`` work-items ``mwi`` x ``nwi``
+    of them, staging ``kwg`` reduction indices per step. ``name`` keys the WTI model's
+    efficiency and occupancy (tiled_wti.py)."""
+
+    name: str
+    mwg: int
+    nwg: int
+    mwi: int
+    nwi: int
+    kwg: int = 16
+
+    @property
+    def local(self) -> tuple[int, int, int]:
+        return (self.nwg // self.nwi, self.mwg // self.mwi, 1)
+
+    def options(self, a_kfast: bool, b_kfast: bool, idx32: bool) -> str:
+        """Build options; ``*_kfast``: consecutive work-items load along q (coalesced
+        when that operand is contiguous along the reduction); ``idx32``: every tensor has
+        fewer than 2^31 elements (32-bit offsets along the reduction)."""
+        return (f"-DTILED_MWG={self.mwg} -DTILED_NWG={self.nwg} -DTILED_KWG={self.kwg} "
+                f"-DTILED_MWI={self.mwi} -DTILED_NWI={self.nwi} "
+                f"-DTILED_A_KFAST={int(a_kfast)} -DTILED_B_KFAST={int(b_kfast)} "
+                f"-DTILED_IDX32={int(idx32)}")
+
+
+#: The GPU builds the planner chooses from by predicted time (tiled_wti.py). Measured on
+#: the H200 (TFLOP/s, ResNet-50 layers at N=32): 128 x 128 blocks (8 x 8 per work-item)
+#: reach 19-23 where the reduction is split (small pictures, backward weights) but waste
+#: half of each block when K = 64; 64 x 128 and 64 x 64 reach 13-17 on large pictures;
+#: 16 x 256 serves 16 channels or fewer; 64 x 128 with 8 reduction indices per step
+#: wastes less of a short reduction (ResNet-50's first layer: C x R x S = 147).
+GPU_TILES = (GpuTile("64x64", 64, 64, 4, 4), GpuTile("64x128", 64, 128, 4, 8),
+             GpuTile("64x128k8", 64, 128, 4, 8, kwg=8), GpuTile("128x128", 128, 128, 8, 8),
+             GpuTile("16x256", 16, 256, 4, 4))
+
+
+@dataclass(frozen=True)
+class CpuParams:
+    """Block sizes of tiled_cpu.cl (its macros): ``mr`` channels x ``vw`` lanes per
+    tiled_conv work-item (``gather_mr`` when lanes load element by element, spreading each
+    such load over more multiply-adds), ``dot_m`` x ``dot_n`` dot products per tiled_dot
+    work-item, staged ``chunk`` vectors at a time."""
+
+    vw: int = 16
+    mr: int = 16
+    gather_mr: int = 24
+    dot_m: int = 32
+    dot_n: int = 32
+    chunk: int = 4
+
+    def options(self, mr: int) -> str:
+        return (f"-DTILED_VW={self.vw} -DTILED_MR={mr} -DTILED_DOT_MR={self.dot_m} "
+                f"-DTILED_DOT_NR={self.dot_n} -DTILED_DOT_CHUNK={self.chunk}")
+
+
+#: CPU blocks: 16 lanes (AVX-512), chosen by timing ResNet-50's layers on the development
+#: machines' Zen 5 cores (benchmarks/direct_solvers.py).
+CPU = CpuParams()
+#: For 4 channels or fewer per group (fwd/bwd), GPUs run tiled_cpu.cl's tiled_conv with
+#: these blocks, one work-item per block, 64 per work-group: the backward-data pass of
+#: ResNet-50's first layer (C = 3) takes 2.0 ms there against 5.0 ms with 16 x 256 blocks.
+GPU_LANES = CpuParams(vw=8, mr=4, gather_mr=4)
+GPU_LANES_LOCAL = 64
+#: Work-groups (GPU) or work-items (CPU) per compute unit below which the reduction is
+#: split into parts (partial sums in the workspace, added by tiled_reduce.cl).
+MIN_BLOCKS_PER_CU = {"gpu": 4, "cpu": 8}
+#: Smallest reduction length a GPU split may have.
+MIN_SPLIT_Q = 256
+
+
+@dataclass(frozen=True)
+class Maps:
+    """The affine index maps of one launch (names as in tiled_gpu.cl's header).
+
+    ``a``, ``s`` and ``o`` name the buffers (``"x"``, ``"w"``, ``"y"`` or ``"ws"``) that
+    play A, S (the gathered source of B) and the output. All offsets are in elements.
+    """
+
+    a: str
+    s: str
+    o: str
+    M: int
+    P: int
+    P1: int
+    P2: int
+    Q: int
+    Q1: int
+    Q2: int
+    G: int
+    a_g: int
+    a_0: int
+    a_ms: int
+    a_qa: int
+    a_qb: int
+    a_qc: int
+    SH: int
+    SW: int
+    s_g: int
+    s_pa: int
+    s_qa: int
+    hp: int
+    h0: int
+    hq: int
+    wp: int
+    w0: int
+    wq: int
+    o_g: int
+    o_ms: int
+    o_pa: int
+    o_pb: int
+    o_pc: int
+    o_0: int
+
+
+def _bwd_taps(phase: int, pad: int, stride: int, dil: int, taps: int):
+    """Filter taps r = r0 + t*step that reach dx positions phase + i*stride, and the dy
+    offset of tap t: oh = i + d0 + t*dq. Returns (count, d0, dq, r0, step)."""
+    step = stride // math.gcd(stride, dil)
+    r0 = next((r for r in range(min(taps, step)) if (phase + pad - r * dil) % stride == 0),
+              None)
+    if r0 is None:
+        return 0, 0, 0, 0, step
+    count = (taps - r0 + step - 1) // step
+    return count, (phase + pad - r0 * dil) // stride, -(step * dil) // stride, r0, step
+
+
+def maps(p) -> list[Maps]:
+    """The launches' index maps for problem ``p``: one for fwd and wrw, one per non-empty
+    stride phase for bwd (stride_h x stride_w at most)."""
+    cg, kg, g = p.c // p.groups, p.k // p.groups, p.groups
+    rs, hw, ohw = p.r * p.s, p.h * p.w, p.ho * p.wo
+    if p.direction == "fwd":
+        return [Maps("w", "x", "y", kg, p.n * ohw, p.ho, p.wo, cg * rs, p.r, p.s, g,
+                     kg * cg * rs, 0, cg * rs, rs, p.s, 1,
+                     p.h, p.w, cg * hw, p.c * hw, hw,
+                     p.stride_h, -p.pad_h, p.dilation_h, p.stride_w, -p.pad_w, p.dilation_w,
+                     kg * ohw, ohw, p.k * ohw, p.wo, 1, 0)]
+    if p.direction == "wrw":
+        return [Maps("y", "x", "w", kg, cg * rs, p.r, p.s, p.n * ohw, p.ho, p.wo, g,
+                     kg * ohw, 0, ohw, p.k * ohw, p.wo, 1,
+                     p.h, p.w, cg * hw, hw, p.c * hw,
+                     p.dilation_h, -p.pad_h, p.stride_h, p.dilation_w, -p.pad_w, p.stride_w,
+                     kg * cg * rs, cg * rs, rs, p.s, 1, 0)]
+    out = []
+    for a in range(p.stride_h):
+        hp_ = (p.h - a + p.stride_h - 1) // p.stride_h
+        if hp_ <= 0:
+            continue
+        rv, dh0, dhq, r0, rstep = _bwd_taps(a, p.pad_h, p.stride_h, p.dilation_h, p.r)
+        for b in range(p.stride_w):
+            wp_ = (p.w - b + p.stride_w - 1) // p.stride_w
+            if wp_ <= 0:
+                continue
+            sv, dw0, dwq, s0, sstep = _bwd_taps(b, p.pad_w, p.stride_w, p.dilation_w, p.s)
+            out.append(Maps("w", "y", "x", cg, p.n * hp_ * wp_, hp_, wp_,
+                            kg * rv * sv, max(rv, 1), max(sv, 1), g,
+                            kg * cg * rs, r0 * p.s + s0, rs, cg * rs, rstep * p.s, sstep,
+                            p.ho, p.wo, kg * ohw, p.k * ohw, ohw,
+                            1, dh0, dhq, 1, dw0, dwq,
+                            cg * hw, hw, p.c * hw, p.stride_h * p.w, p.stride_w,
+                            a * p.w + b))
+    return out
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch. ``args`` holds numpy scalars and buffer names (str)."""
+
+    file: str
+    kernel: str
+    options: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Launches in order, the workspace they use (bytes), and what the WTI model reads."""
+
+    launches: tuple[Launch, ...]
+    workspace_bytes: int
+    splits: int
+    variant: str         # GPU tile name, or CPU lane mode ("flat", "rows", "gather", "dot")
+    blocks: int          # work-groups (GPU) or work-items (CPU) of the largest launch
+    padded_flops: float  # multiply-adds x 2 including the blocks' padding
+    traffic_bytes: int   # inputs read and output written once, workspace written and read
+
+
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _cpu_lanes(mp: Maps, dot: bool, vw: int) -> str:
+    """How the CPU kernels map lanes: ``"flat"`` (VW consecutive positions crossing picture
+    rows, loaded as one vector: the source rows follow each other with no gap), ``"rows"``
+    (lanes stay within a row, the row's last block partly empty: strided or cropped rows
+    still load as vectors) or ``"gather"`` (flat, element by element: rows so short that
+    a partly empty last block would waste more than a quarter of the lanes)."""
+    if dot:   # lanes over q = (n, ho, wo)
+        width, gapless = mp.Q2, mp.wq == 1 and mp.hq * mp.SW == mp.Q2
+    else:     # lanes over p = (n, oh, ow)
+        width, gapless = mp.P2, mp.wp == 1 and mp.hp * mp.SW == mp.P2
+    if gapless:
+        return "flat"
+    per_row = -(-width // vw)
+    return "gather" if width / (per_row * vw) < 0.75 else "rows"
+
+
+def _cpu_row_blocks(mp: Maps, dot: bool, vw: int) -> int:
+    """Blocks per row for row-aligned lanes (see :func:`_cpu_lanes`), else 0."""
+    width = mp.Q2 if dot else mp.P2
+    return -(-width // vw) if _cpu_lanes(mp, dot, vw) == "rows" else 0
+
+
+def _args(mp: Maps, out: str, qs: int, o_split: int, lens: dict, row_blocks: int) -> tuple:
+    v = {f.name: getattr(mp, f.name) for f in fields(Maps)}
+    i32 = lambda *ks: tuple(np.int32(v[k]) for k in ks)  # noqa: E731
+    i64 = lambda *ks: tuple(np.int64(v[k]) for k in ks)  # noqa: E731
+    return (mp.a, mp.s, out, *i32("M", "P", "P1", "P2", "Q", "Q1", "Q2"), np.int32(qs),
+            np.int32(mp.G), *i64("a_g", "a_0", "a_ms", "a_qa", "a_qb", "a_qc"),
+            *i32("SH", "SW"), *i64("s_g", "s_pa", "s_qa"),
+            *i32("hp", "h0", "hq", "wp", "w0", "wq"), np.int64(mp.o_g), np.int64(o_split),
+            *i64("o_ms", "o_pa", "o_pb", "o_pc", "o_0"), np.int64(lens[mp.a]),
+            np.int64(lens[mp.s]), np.int32(row_blocks))
+
+
+def _lens(p) -> dict:
+    return {"x": p.n * p.c * p.h * p.w, "y": p.n * p.k * p.ho * p.wo,
+            "w": p.k * (p.c // p.groups) * p.r * p.s}
+
+
+def _finish(p, launches, splits, variant, blocks, flops, lens) -> Plan:
+    out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+    ws = 4 * lens[out] * splits if splits > 1 else 0
+    if splits > 1:
+        count = lens[out]
+        launches.append(Launch("tiled_reduce.cl", "tiled_reduce", "", (_up(count, 64),),
+                               (64,), ("ws", out, np.int64(count), np.int32(splits),
+                                       np.int64(count))))
+    traffic = 4 * sum(lens.values()) + 2 * ws
+    return Plan(tuple(launches), ws, splits, variant, blocks, flops, traffic)
+
+
+def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
+    """direct.tiled on a GPU with ``tile`` blocks and the reduction cut in ``splits``."""
+    launches, blocks, flops = [], 0, 0.0
+    mps = maps(p)
+    for mp in mps:
+        nm, npos = -(-mp.M // tile.mwg), -(-mp.P // tile.nwg)
+        qs = _up(-(-mp.Q // splits), tile.kwg) if splits > 1 else mp.Q
+        out = "ws" if splits > 1 else mp.o
+        o_split = lens[mp.o] if splits > 1 else 0
+        local = tile.local
+        gsize = (npos * local[0], nm * local[1], mp.G * splits)
+        a_kfast = mp.a_qc == 1 and mp.a_ms != 1
+        b_kfast = p.direction == "wrw" and mp.wq == 1
+        idx32 = max(lens.values()) < INT32_MAX
+        launches.append(Launch("tiled_gpu.cl", "tiled_conv",
+                               tile.options(a_kfast, b_kfast, idx32),
+                               gsize, local, _args(mp, out, max(qs, 1), o_split, lens, 0)))
+        blocks = max(blocks, nm * npos * mp.G * splits)
+        flops += 2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg) * _up(mp.Q, tile.kwg) * mp.G
+    return _finish(p, launches, splits, tile.name, blocks, flops, lens)
+
+
+def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
+              gpu_local: int = 0) -> Plan:
+    """direct.tiled with tiled_cpu.cl's kernels and blocks ``prm``; wrw reductions cut into
+    ``splits_wanted`` parts at most (whole images). ``gpu_local`` > 0 runs tiled_conv in
+    work-groups of that many work-items (GPUs; fwd and bwd only)."""
+    launches, blocks, flops, variant = [], 0, 0.0, "dot"
+    splits = 1
+    for mp in maps(p):
+        dot = p.direction == "wrw"
+        qs, out, o_split = mp.Q, mp.o, 0
+        if dot:
+            mb, pb = prm.dot_m, prm.dot_n
+            per = -(-p.n // max(1, min(splits_wanted, p.n)))
+            splits = -(-p.n // per)
+            if splits > 1:
+                qs, out, o_split = per * mp.Q1 * mp.Q2, "ws", lens[mp.o]
+            row_blocks = _cpu_row_blocks(mp, True, prm.vw)
+            npos, padded_p = -(-mp.P // pb), _up(mp.P, pb)
+        else:
+            variant = _cpu_lanes(mp, False, prm.vw)
+            mb, pb = (prm.gather_mr if variant == "gather" else prm.mr), prm.vw
+            row_blocks = _cpu_row_blocks(mp, False, prm.vw)
+            npos = mp.P // mp.P2 * row_blocks if row_blocks else -(-mp.P // pb)
+            padded_p = npos * pb
+        nm = -(-mp.M // mb)
+        options = prm.options(mb if not dot else prm.mr)
+        gsize, lsize = (nm, npos, mp.G * splits), (1, 1, 1)
+        if gpu_local:
+            options += " -DTILED_ONE_ITEM_GROUPS=0"
+            gsize, lsize = (nm, _up(npos, gpu_local), mp.G), (1, gpu_local, 1)
+            variant = "lanes"
+        launches.append(Launch("tiled_cpu.cl", "tiled_dot" if dot else "tiled_conv",
+                               options, gsize, lsize,
+                               _args(mp, out, qs, o_split, lens, row_blocks)))
+        blocks = max(blocks, nm * npos * mp.G * splits)
+        flops += 2.0 * _up(mp.M, mb) * padded_p * mp.Q * mp.G
+    return _finish(p, launches, splits, variant, blocks, flops, lens)
+
+
+def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
+         peak_flops: float = 1e12, bandwidth: float = 1e11) -> Plan:
+    """The launches that compute problem ``p`` on a device of ``kind`` (``"cpu"`` or
+    ``"gpu"``) with ``compute_units``, using at most ``workspace_limit`` bytes of workspace
+    (None: no limit).
+
+    On GPUs every tile build (:data:`GPU_TILES`), unsplit and split so as to fill the
+    device, is costed with the WTI model (``peak_flops`` in FLOP/s and ``bandwidth`` in
+    bytes/s, the device's measured figures) and the fastest is returned. On CPUs, only
+    backward weights is split (by whole images) when its blocks cannot fill the cores.
+    """
+    from . import tiled_wti
+
+    lens = _lens(p)
+    out_bytes = 4 * lens[{"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]]
+    most = (workspace_limit // out_bytes) if workspace_limit is not None else 1 << 30
+    want = MIN_BLOCKS_PER_CU[kind] * compute_units
+    if kind == "cpu":
+        splits = 1
+        if p.direction == "wrw":
+            mp = maps(p)[0]
+            blocks = -(-mp.M // CPU.dot_m) * -(-mp.P // CPU.dot_n) * mp.G
+            splits = max(1, min(most, -(-want // blocks))) if blocks < want else 1
+        return _cpu_plan(p, splits, lens)
+    best, best_t = None, float("inf")
+    q = max(mp.Q for mp in maps(p))
+    candidates = []
+    if p.direction != "wrw" and maps(p)[0].M <= GPU_LANES.mr:
+        candidates.append(_cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL))
+    for cand in candidates:
+        t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
+        if t < best_t:
+            best, best_t = cand, t
+    for tile in GPU_TILES:
+        base = _gpu_plan(p, tile, 1, lens)
+        options = [base]
+        if base.blocks < want and q >= 2 * MIN_SPLIT_Q and most >= 2:
+            splits = min(-(-want // base.blocks), q // MIN_SPLIT_Q, most)
+            if splits > 1:
+                options.append(_gpu_plan(p, tile, splits, lens))
+        for cand in options:
+            t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
+            if t < best_t:
+                best, best_t = cand, t
+    return best

@@ -1,0 +1,70 @@
+"""The WTI model of direct.tiled: predicted time of its plan (tiled_plan.Plan).
+
+    time = launches x overhead                                            (per launch)
+         + padded_flops / (peak x efficiency x fill)                      (the blocks)
+         + traffic / bandwidth                                            (compulsory traffic)
+    WTI  = problem.flops / (peak x time)
+
+- ``padded_flops`` counts the multiply-adds of whole blocks (channels and positions
+  rounded up to the block sizes), so small K or small pictures cost what the tail blocks
+  waste; bwd sums its stride phases, which skip the taps that only meet zeros.
+- ``efficiency`` is the fraction of peak the blocks' inner loops reach on problems that
+  fill the device, measured per device kind and kernel variant (:data:`EFFICIENCY`).
+- ``fill`` is the occupancy of the last wave: blocks / (waves x slots), a slot being a
+  compute unit on the CPU and one of :data:`SLOTS_PER_CU` resident work-groups per
+  multiprocessor on the GPU; a grid that leaves most slots idle is predicted slower.
+- ``traffic`` counts the inputs read once, the output written once, and a split
+  reduction's partial sums written and read once, at the measured bandwidth.
+- ``overhead`` is the measured launch cost (programs.LAUNCH_OVERHEAD_S).
+
+The same model picks the GPU tile build and the split (tiled_plan.plan). Device kinds
+other than CPUs and GPUs get -2.0 (unknown). Constants: benchmarks/direct_solvers.py on
+the development machines' 2-core Zen 5 CPU (PoCL 3.1) and the H200 (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from wticonv import WTI_UNKNOWN
+
+from .programs import LAUNCH_OVERHEAD_S
+
+__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "plan_seconds", "wti"]
+
+#: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
+#: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
+#: on a GPU, for 4 channels or fewer); CPU variants are lane modes:
+#: "flat" (lanes load as one vector), "rows" (row-aligned lanes, strided vector loads),
+#: "gather" (lanes loaded one by one) and "dot" (the wrw kernel).
+EFFICIENCY = {
+    ("gpu", "64x64"): 0.25, ("gpu", "64x128"): 0.27, ("gpu", "64x128k8"): 0.27,
+    ("gpu", "128x128"): 0.34, ("gpu", "16x256"): 0.13, ("gpu", "lanes"): 0.10,
+    ("cpu", "flat"): 0.26, ("cpu", "rows"): 0.20, ("cpu", "gather"): 0.12,
+    ("cpu", "dot"): 0.22,
+}
+#: Work-groups resident per multiprocessor, by GPU tile build (H200: 64 K registers and
+#: 2048 work-items per SM); "lanes" counts work-items (its efficiency was measured at the
+#: occupancy its grids reach, so its waves are made short enough not to count).
+SLOTS_PER_CU = {"64x64": 4, "64x128": 2, "64x128k8": 2, "128x128": 1, "16x256": 4,
+                "lanes": 64}
+
+
+def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
+                 bandwidth: float) -> float:
+    """Predicted run time of ``plan`` in seconds on a device of ``kind`` with
+    ``compute_units``, ``peak_flops`` (FLOP/s) and ``bandwidth`` (bytes/s)."""
+    slots = compute_units * (SLOTS_PER_CU.get(plan.variant, 1) if kind == "gpu" else 1)
+    waves = -(-plan.blocks // slots)
+    fill = plan.blocks / (waves * slots)
+    eff = EFFICIENCY[(kind, plan.variant)] * fill
+    return (len(plan.launches) * LAUNCH_OVERHEAD_S[kind]
+            + plan.padded_flops / (peak_flops * eff)
+            + plan.traffic_bytes / bandwidth)
+
+
+def wti(problem, plan, device) -> float:
+    """``problem.flops / (peak * predicted time)``, or -2.0 on unmodelled device kinds."""
+    if device.kind not in ("cpu", "gpu"):
+        return WTI_UNKNOWN
+    t = plan_seconds(plan, device.kind, device.info.compute_units, device.peak_flops,
+                     device.bandwidth)
+    return problem.flops / (device.peak_flops * t)

@@ -1,0 +1,270 @@
+"""direct.tiled against the float64 reference, in every direction, on both kernel families.
+
+The GPU kernels (tiled_gpu.cl) are plain OpenCL with local memory, so they also run on the
+CPU device: the ``kind`` tests enqueue the plan of either device kind on the default
+device, which lets CI (no GPU) check the GPU code path's arithmetic and edges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wticonv import WTI_UNKNOWN, ConvProblem, Decline, reference, rms_range
+from wticonv.testing import EDGE_SHAPES
+from wticonv_direct import programs, tiled_plan
+from wticonv_direct.tiled import declines, solver
+
+P = ConvProblem
+OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+DIRS = ("fwd", "bwd", "wrw")
+
+#: ResNet-50 / MobileNetV2 layer shapes at N=1 (pictures cropped where the full size only
+#: costs time), and sizes just past every block multiple.
+LAYERS = {
+    "resnet conv1 7x7 s2": P(1, 3, 64, 70, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2,
+                             stride_w=2),
+    "resnet 3x3 56": P(1, 64, 20, 56, 64, 3, 3, pad_h=1, pad_w=1),
+    "resnet 3x3 s2": P(1, 128, 28, 28, 128, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
+    "resnet downsample 1x1 s2": P(1, 256, 28, 28, 512, 1, 1, stride_h=2, stride_w=2),
+    "resnet 3x3 7x7": P(2, 512, 7, 7, 512, 3, 3, pad_h=1, pad_w=1),
+    "resnet 1x1 expand 14": P(1, 256, 14, 14, 1024, 1, 1),
+    "mobilenet expand 1x1": P(2, 24, 28, 28, 144, 1, 1),
+    "mobilenet stem 3x3 s2": P(1, 3, 40, 40, 32, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                               stride_w=2),
+    "past every block": P(2, 17, 9, 17, 65, 3, 3, pad_h=1, pad_w=1),
+    "K 13 C 33 P 65": P(1, 33, 5, 13, 13, 1, 1),
+    "11x11 stride 4": P(1, 3, 45, 47, 20, 11, 11, pad_h=2, pad_w=2, stride_h=4, stride_w=4),
+    "grouped, dilated": P(2, 16, 13, 15, 24, 3, 3, pad_h=2, pad_w=2, dilation_h=2,
+                          dilation_w=2, groups=4),
+}
+
+
+def _data(p: ConvProblem, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(-1, 1, shape).astype(np.float32)
+            for name, shape in (("x", p.x_shape), ("w", p.w_shape), ("y", p.y_shape))}
+
+
+def _check(handle, p, seed=0):
+    d = _data(p, seed)
+    given = {k: v for k, v in d.items() if k != OUT[p.direction]}
+    result = handle.compute(p, solver="direct.tiled", **given)
+    ref = reference(p, **given)
+    assert result.shape == ref.shape
+    err = rms_range(result, ref)
+    assert err < solver.tolerance, err
+    return result
+
+
+@pytest.mark.parametrize("direction", DIRS)
+@pytest.mark.parametrize("name", [n for n in EDGE_SHAPES if n not in (
+    "depthwise", "depthwise stride 2, multiplier 2")])
+def test_edge_shapes(handle, name, direction):
+    _check(handle, EDGE_SHAPES[name].with_direction(direction), seed=len(name))
+
+
+@pytest.mark.parametrize("direction", DIRS)
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_layer_shapes(handle, name, direction):
+    _check(handle, LAYERS[name].with_direction(direction))
+
+
+def _run_plan(device, p, kind, data, limit=None):
+    """Enqueue the plan made for device ``kind`` on ``device`` and return the output."""
+    pl = tiled_plan.plan(p, kind, 132 if kind == "gpu" else device.info.compute_units, limit,
+                         62.6e12 if kind == "gpu" else device.peak_flops,
+                         4.1e12 if kind == "gpu" else device.bandwidth)
+    bufs = {k: device.upload(v) for k, v in data.items()}
+    bufs["ws"] = device.alloc(max(pl.workspace_bytes, 4))
+    for launch in pl.launches:
+        k = programs.kernel(device, launch.file, launch.kernel, launch.options)
+        device.enqueue_kernel(k, launch.global_size, launch.local_size,
+                              *[bufs[a] if isinstance(a, str) else a for a in launch.args])
+    out = OUT[p.direction]
+    return device.download(bufs[out], data[out].shape), pl
+
+
+#: Kernel families by device kind; ids that do not read "gpu" (a GPU-only test marker).
+KINDS = pytest.mark.parametrize("kind", ["cpu", "gpu"], ids=["cpu_kernels", "gpu_kernels"])
+
+
+@KINDS
+@pytest.mark.parametrize("direction", DIRS)
+@pytest.mark.parametrize("name", ["past every block", "11x11 stride 4", "grouped, dilated",
+                                  "resnet 3x3 s2", "K 13 C 33 P 65", "resnet conv1 7x7 s2"])
+def test_both_kernel_families_on_this_device(handle, kind, name, direction):
+    p = LAYERS[name].with_direction(direction)
+    d = _data(p, 5)
+    d[OUT[direction]][:] = np.nan          # the output must be fully overwritten
+    given = {k: v for k, v in d.items() if k != OUT[direction]}
+    result, _ = _run_plan(handle.device, p, kind, d)
+    assert rms_range(result, reference(p, **given)) < solver.tolerance
+
+
+@KINDS
+def test_wrw_split_is_deterministic_and_honours_the_workspace_limit(handle, kind):
+    # Few dw blocks, long reduction: the plan splits the reduction into partial slices.
+    p = P(8, 3, 30, 30, 4, 3, 3, pad_h=1, pad_w=1, direction="wrw")
+    d = _data(p, 1)
+    ref = reference(p, x=d["x"], y=d["y"])
+    split1, pl = _run_plan(handle.device, p, kind, d)
+    assert pl.splits > 1
+    assert pl.workspace_bytes == pl.splits * 4 * p.k * p.c * p.r * p.s
+    split2, _ = _run_plan(handle.device, p, kind, d)
+    assert np.array_equal(split1, split2)
+    assert rms_range(split1, ref) < solver.tolerance
+    unsplit, pl0 = _run_plan(handle.device, p, kind, d, limit=0)
+    assert pl0.splits == 1 and pl0.workspace_bytes == 0
+    assert rms_range(unsplit, ref) < solver.tolerance
+
+
+def test_workspace_limit_through_the_hooks(handle):
+    p = P(8, 3, 30, 30, 4, 3, 3, pad_h=1, pad_w=1, direction="wrw")
+    dev = handle.device
+    full = solver.workspace_size(p, dev, None)
+    assert full > 0
+    assert solver.workspace_size(p, dev, 0) == 0
+    d = _data(p, 2)
+    ref = reference(p, x=d["x"], y=d["y"])
+    for limit in (0, full // 2, None):
+        dw = handle.compute(p, x=d["x"], y=d["y"], solver="direct.tiled",
+                            workspace_limit=limit)
+        assert rms_range(dw, ref) < solver.tolerance
+
+
+@pytest.mark.parametrize("direction", DIRS)
+def test_nan_and_inf_propagate(handle, direction):
+    p = P(1, 4, 9, 10, 5, 3, 3, pad_h=1, pad_w=1, direction=direction)
+    d = _data(p, 3)
+    src = "y" if direction == "bwd" else "x"
+    d[src][0, 1, 4, 5] = np.nan
+    d[src][0, 2, 2, 3] = np.inf
+    given = {k: v for k, v in d.items() if k != OUT[direction]}
+    result = handle.compute(p, solver="direct.tiled", **given)
+    ref = reference(p, **given)
+    assert np.array_equal(np.isnan(result), np.isnan(ref))
+    assert np.array_equal(np.isinf(result), np.isinf(ref))
+    finite = np.isfinite(ref)
+    assert finite.any() and not finite.all()
+    assert rms_range(result[finite], ref[finite]) < solver.tolerance
+
+
+def test_hooks_report_the_contract(handle):
+    dev = handle.device
+    p = P(32, 64, 56, 56, 64, 3, 3, pad_h=1, pad_w=1)   # fills any device
+    assert solver.is_applicable(p, dev) is True
+    assert solver.is_dynamic() is True
+    for d in DIRS:
+        q = p.with_direction(d)
+        wti = solver.get_wti(q, dev, None)
+        assert 0.01 < wti < 1.0          # above direct.naive, below peak
+        assert solver.workspace_size(q, dev, None) >= 0
+
+
+def test_declines_depthwise_and_32_bit_overflow(handle):
+    dw = P(2, 16, 15, 15, 16, 3, 3, pad_h=1, pad_w=1, groups=16)
+    reason = solver.is_applicable(dw, handle.device)
+    assert isinstance(reason, Decline) and "direct.depthwise" in reason.reason
+    huge = P(70000, 1, 200, 200, 1, 1, 1)          # N*H*W = 2.8e9 positions
+    assert isinstance(declines(huge), Decline) and "2^31" in declines(huge).reason
+    assert declines(P(1, 3, 8, 8, 4, 3, 3)) is None
+
+
+def test_offsets_past_2_31_are_64_bit_kernel_arguments():
+    # x has 256 * 64 * 257 * 512 > 2^31 elements: image strides and buffer lengths are
+    # passed as 64-bit integers, never wrapped.
+    p = P(256, 64, 257, 512, 256, 3, 3, pad_h=1, pad_w=1)
+    assert p.n * p.c * p.h * p.w > 2**31
+    for d in DIRS:
+        for kind in ("cpu", "gpu"):
+            for launch in tiled_plan.plan(p.with_direction(d), kind, 8).launches:
+                if launch.kernel == "tiled_reduce":
+                    continue
+                for a in launch.args:
+                    if isinstance(a, np.int32):
+                        assert -2**31 <= int(a) < 2**31
+                big = [int(a) for a in launch.args if isinstance(a, np.int64)]
+                assert max(big) >= 2**31
+
+
+def test_wti_is_unknown_on_unmodelled_device_kinds(handle):
+    from types import SimpleNamespace
+
+    dev = handle.device
+    fake = SimpleNamespace(kind="accelerator", info=dev.info, peak_flops=dev.peak_flops,
+                           bandwidth=dev.bandwidth)
+    assert solver.get_wti(LAYERS["resnet 3x3 56"], fake, None) == WTI_UNKNOWN
+
+
+def test_one_build_serves_every_shape(handle):
+    counters = handle.device.programs.counters
+    for d in DIRS:
+        _check(handle, LAYERS["past every block"].with_direction(d))
+        _check(handle, LAYERS["K 13 C 33 P 65"].with_direction(d))
+    before = counters.builds
+    for q in (EDGE_SHAPES["odd and prime sizes"], EDGE_SHAPES["dilation 2"],
+              LAYERS["past every block"].with_batch(3)):
+        for d in DIRS:
+            _check(handle, q.with_direction(d))
+    assert counters.builds == before
+
+
+@pytest.mark.parametrize("tile", tiled_plan.GPU_TILES, ids=lambda t: t.name)
+@pytest.mark.parametrize("flags", [(0, 0, 1), (1, 1, 1), (1, 0, 0)],
+                         ids=["mfast-pfast-idx32", "kfast-kfast-idx32", "kfast-pfast-idx64"])
+@pytest.mark.parametrize("direction", DIRS)
+def test_every_gpu_build_on_this_device(handle, tile, flags, direction):
+    # Every build the GPU planner can choose (tile x load layout x offset width), split and
+    # unsplit, run on this device (PoCL runs the local-memory kernels too).
+    import dataclasses
+
+    dev = handle.device
+    p = LAYERS["past every block"].with_direction(direction)
+    d = _data(p, 7)
+    given = {k: v for k, v in d.items() if k != OUT[direction]}
+    ref = reference(p, **given)
+    for splits in (1, 3):
+        pl = tiled_plan._gpu_plan(p, tile, splits, tiled_plan._lens(p))
+        opts = tile.options(*map(bool, flags))
+        bufs = {k: dev.upload(v) for k, v in d.items()}
+        bufs["ws"] = dev.alloc(max(pl.workspace_bytes, 4))
+        for launch in pl.launches:
+            if launch.kernel == "tiled_conv":
+                launch = dataclasses.replace(launch, options=opts)
+            k = programs.kernel(dev, launch.file, launch.kernel, launch.options)
+            dev.enqueue_kernel(k, launch.global_size, launch.local_size,
+                               *[bufs[a] if isinstance(a, str) else a for a in launch.args])
+        out = dev.download(bufs[OUT[direction]], d[OUT[direction]].shape)
+        assert rms_range(out, ref) < solver.tolerance, (splits, flags)
+
+
+def test_gpu_planner_picks_lanes_for_three_channels():
+    # ResNet-50's first layer, backward data (C = 3), at N=32 on an H200's figures.
+    p = P(32, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2,
+          direction="bwd")
+    assert tiled_plan.plan(p, "gpu", 132, None, 62.6e12, 4.1e12).variant == "lanes"
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_gpu_lanes_plan_on_this_device(handle, direction):
+    # GPUs run tiled_cpu.cl's tiled_conv in work-groups of 64 for few channels; the grid is
+    # rounded up, so the kernel must ignore blocks past the end.
+    dev = handle.device
+    p = P(2, 3, 37, 41, 3, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2,
+          direction=direction)
+    pl = tiled_plan._cpu_plan(p, 1, tiled_plan._lens(p), tiled_plan.GPU_LANES,
+                              tiled_plan.GPU_LANES_LOCAL)
+    assert pl.variant == "lanes"
+    assert all(launch.global_size[1] % tiled_plan.GPU_LANES_LOCAL == 0
+               for launch in pl.launches)
+    d = _data(p, 9)
+    d[OUT[direction]][:] = np.nan
+    given = {k: v for k, v in d.items() if k != OUT[direction]}
+    bufs = {k: dev.upload(v) for k, v in d.items()}
+    for launch in pl.launches:
+        k = programs.kernel(dev, launch.file, launch.kernel, launch.options)
+        dev.enqueue_kernel(k, launch.global_size, launch.local_size,
+                           *[bufs[a] if isinstance(a, str) else a for a in launch.args])
+    result = dev.download(bufs[OUT[direction]], d[OUT[direction]].shape)
+    assert rms_range(result, reference(p, **given)) < solver.tolerance
