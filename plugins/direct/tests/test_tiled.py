@@ -37,6 +37,9 @@ LAYERS = {
     "11x11 stride 4": P(1, 3, 45, 47, 20, 11, 11, pad_h=2, pad_w=2, stride_h=4, stride_w=4),
     "grouped, dilated": P(2, 16, 13, 15, 24, 3, 3, pad_h=2, pad_w=2, dilation_h=2,
                           dilation_w=2, groups=4),
+    "packed filter": P(1, 40, 64, 64, 37, 3, 3, pad_h=1, pad_w=1),
+    "7-wide rows, stride 2": P(2, 24, 14, 13, 30, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                               stride_w=2),
 }
 
 
@@ -179,7 +182,7 @@ def test_offsets_past_2_31_are_64_bit_kernel_arguments():
     for d in DIRS:
         for kind in ("cpu", "gpu"):
             for launch in tiled_plan.plan(p.with_direction(d), kind, 8).launches:
-                if launch.kernel == "tiled_reduce":
+                if launch.kernel not in ("tiled_conv", "tiled_dot"):
                     continue
                 for a in launch.args:
                     if isinstance(a, np.int32):
@@ -268,3 +271,29 @@ def test_gpu_lanes_plan_on_this_device(handle, direction):
                            *[bufs[a] if isinstance(a, str) else a for a in launch.args])
     result = dev.download(bufs[OUT[direction]], d[OUT[direction]].shape)
     assert rms_range(result, reference(p, **given)) < solver.tolerance
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_cpu_plans_8_lanes_for_7_wide_rows():
+    p = LAYERS["7-wide rows, stride 2"]
+    assert (p.ho, p.wo) == (7, 7)
+    pl = tiled_plan.plan(p, "cpu", 2)
+    assert pl.variant == "rows8" and "-DTILED_VW=8" in pl.launches[-1].options
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_cpu_packs_long_filters_into_the_workspace(handle, direction):
+    p = LAYERS["packed filter"].with_direction(direction)
+    pl = tiled_plan.plan(p, "cpu", 2)
+    kernels = [launch.kernel for launch in pl.launches]
+    assert kernels == ["tiled_pack_a", "tiled_conv"]
+    blocks = -(-(p.k if direction == "fwd" else p.c) // tiled_plan.CPU.mr)
+    assert pl.workspace_bytes == 4 * blocks * tiled_plan.CPU.mr * 9 * (
+        p.c if direction == "fwd" else p.k)
+    assert [ln.kernel for ln in tiled_plan.plan(p, "cpu", 2, 0).launches] == ["tiled_conv"]
+    d = _data(p, 4)
+    given = {k: v for k, v in d.items() if k != OUT[direction]}
+    ref = reference(p, **given)
+    for kind_limit in (None, 0):
+        got, _ = _run_plan(handle.device, p, "cpu", d, limit=kind_limit)
+        assert rms_range(got, ref) < solver.tolerance

@@ -33,12 +33,14 @@ __all__ = ["EFFICIENCY", "SLOTS_PER_CU", "plan_seconds", "wti"]
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
 #: on a GPU, for 4 channels or fewer); CPU variants are lane modes:
-#: "flat" (lanes load as one vector), "rows" (row-aligned lanes, strided vector loads),
+#: "flat" (lanes load as one vector), "rows" (row-aligned lanes, strided vector loads;
+#: "rows8" with 8 lanes for 7-wide rows),
 #: "gather" (lanes loaded one by one) and "dot" (the wrw kernel).
 EFFICIENCY = {
     ("gpu", "64x64"): 0.25, ("gpu", "64x128"): 0.27, ("gpu", "64x128k8"): 0.27,
     ("gpu", "128x128"): 0.34, ("gpu", "16x256"): 0.13, ("gpu", "lanes"): 0.10,
-    ("cpu", "flat"): 0.26, ("cpu", "rows"): 0.20, ("cpu", "gather"): 0.12,
+    ("cpu", "flat"): 0.26, ("cpu", "rows"): 0.20, ("cpu", "rows8"): 0.18,
+    ("cpu", "gather"): 0.12,
     ("cpu", "dot"): 0.22,
 }
 #: Work-groups resident per multiprocessor, by GPU tile build (H200: 64 K registers and

@@ -37,6 +37,10 @@
 #define TILED_MR 12      /* channels per tiled_conv work-item: TILED_MR accumulator vectors
                             plus 3 must fit the vector registers (32 with AVX-512) */
 #endif
+#ifndef TILED_A_PACKED
+#define TILED_A_PACKED 0 /* 1: tiled_conv's A was packed by tiled_pack_a (blocks of
+                            TILED_MR channels, zeros past M) */
+#endif
 #ifndef TILED_DOT_MR
 #define TILED_DOT_MR 32  /* rows (channels k) per tiled_dot work-item; a multiple of 4 */
 #endif
@@ -217,9 +221,16 @@ void tiled_conv(TILED_ARGS)
     for (int l = 0; l < VW; ++l)
         loff[l] = (int)(boff[l] - boff[0]);
 
+#if TILED_A_PACKED
+    /* A packed by tiled_pack_a: this block's A is one sequential run, and the TILED_MR
+     * values of one q are consecutive, so every broadcast is a load at a constant
+     * displacement from one pointer (a_ms = Q and m0 a multiple of TILED_MR). */
+    const __global float *Am = A + g * a_g + a_0 + (long)m0 * a_ms;
+#else
     long arow[TILED_MR];
     for (int i = 0; i < TILED_MR; ++i)
         arow[i] = g * a_g + a_0 + (long)min(m0 + i, M - 1) * a_ms;
+#endif
     floatv acc[TILED_MR];
     for (int i = 0; i < TILED_MR; ++i)
         acc[i] = (floatv)(0.0f);
@@ -256,9 +267,16 @@ void tiled_conv(TILED_ARGS)
                                      inside && nvalid == VW);
                 }
                 const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
+#if TILED_A_PACKED
+                const __global float *ap = Am + aq;
+#pragma unroll
+                for (int i = 0; i < TILED_MR; ++i)
+                    acc[i] = mad((floatv)(ap[i]), v, acc[i]);
+#else
 #pragma unroll
                 for (int i = 0; i < TILED_MR; ++i)
                     acc[i] = mad((floatv)(A[arow[i] + aq]), v, acc[i]);
+#endif
             }
         }
     }
@@ -466,4 +484,27 @@ void tiled_dot(TILED_ARGS)
             Ob[(long)(m0 + i) * o_ms + pa * o_pa + pb * o_pb + pc * o_pc] = hsum(acc[i][j]);
         }
     }
+}
+
+/* Packs A for tiled_conv, as GEMM libraries pack panels: Pk[g][mb][q][i] = A(mb*MR + i, q)
+ * of group g (zeros past M), q in the (qa, qb, qc) order, MR = TILED_MR channels per
+ * block. A work-item then reads its whole A block sequentially, and the channels it
+ * broadcasts for one q are consecutive. One work-item per element. */
+__kernel void tiled_pack_a(__global const float *restrict A, __global float *restrict Pk,
+                           const int M, const int nblk, const int Q, const int Q1,
+                           const int Q2, const long a_g, const long a_0, const long a_ms,
+                           const long a_qa, const long a_qb, const long a_qc, const long total)
+{
+    const long e = get_global_id(0);
+    if (e >= total)
+        return;
+    const int i = (int)(e % TILED_MR);
+    long t = e / TILED_MR;
+    const int q = (int)(t % Q);
+    t /= Q;
+    const int m = (int)(t % nblk) * TILED_MR + i;
+    const long g = t / nblk;
+    const int qa = q / (Q1 * Q2), qr = q - qa * (Q1 * Q2);
+    const int qb = qr / Q2, qc = qr - qb * Q2;
+    Pk[e] = m < M ? A[g * a_g + a_0 + m * a_ms + qa * a_qa + qb * a_qb + qc * a_qc] : 0.0f;
 }
