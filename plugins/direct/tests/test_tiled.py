@@ -273,7 +273,6 @@ def test_gpu_lanes_plan_on_this_device(handle, direction):
     assert rms_range(result, reference(p, **given)) < solver.tolerance
 
 
-@pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_cpu_plans_8_lanes_for_7_wide_rows():
     p = LAYERS["7-wide rows, stride 2"]
     assert (p.ho, p.wo) == (7, 7)
