@@ -118,7 +118,8 @@ def test_invalid_geometry_is_a_problem_error():
 def test_explain_without_running(handle):
     sel = wticonv.explain(ConvProblem(1, 3, 8, 8, 4, 3, 3), handle=handle)
     naive = next(v for v in sel.verdicts if v.solver_id == "direct.naive")
-    assert naive.applicable and naive.wti == 0.01 and naive.workspace == 0
+    # 1 % of peak, less the launch's share on this tiny problem
+    assert naive.applicable and 0 < naive.wti < 0.01 and naive.workspace == 0
 
 
 def test_compute_checks_its_arrays(handle):

@@ -45,7 +45,7 @@ def test_explain_key_json(capsys):
     assert rc == 0 and sel["problem"] == KEY
     assert sel["chosen"] == sel["solvers"][0]["solver_id"] and sel["solvers"][0]["rank"] == 1
     v = next(v for v in sel["solvers"] if v["solver_id"] == "direct.naive")
-    assert v["wti"] == 0.01 and v["workspace"] == 0 and v["predicted_ms"] > 0
+    assert 0 < v["wti"] <= 0.01 and v["workspace"] == 0 and v["predicted_ms"] > 0
 
 
 def test_explain_flags_all_directions_table(capsys):

@@ -14,7 +14,7 @@ from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.networks import load_network
 from wticonv_direct import depthwise_plan
 from wticonv_direct.depthwise import EFFICIENCY, solver
-from wticonv_direct.naive import NAIVE_WTI
+from wticonv_direct.naive import solver as naive_solver
 from wticonv_direct.programs import LAUNCH_OVERHEAD_S
 
 P = ConvProblem
@@ -270,8 +270,9 @@ def test_hooks_report_the_contract(handle):
     assert solver.is_dynamic() is True
     for p in MOBILENET:
         for d in DIRECTIONS:
-            wti = solver.get_wti(p.with_direction(d), dev, None)
-            assert NAIVE_WTI < wti <= EFFICIENCY[dev.kind]
+            q = p.with_direction(d)
+            wti = solver.get_wti(q, dev, None)
+            assert naive_solver.get_wti(q, dev) < wti <= EFFICIENCY[dev.kind]
     accelerator = SimpleNamespace(kind="accelerator", peak_flops=1e12, bandwidth=1e11,
                                   info=SimpleNamespace(compute_units=4))
     assert solver.get_wti(MOBILENET[0], accelerator, None) == wticonv.WTI_UNKNOWN

@@ -131,15 +131,15 @@ inline floatv strided(const __global float *S, const long first, const int mode)
 {
     if (mode == CONTIG)
         return VLOAD(0, S + first);
-    const floatv lo = VLOAD(0, S + first), hi = VLOAD(0, S + first + VW);
+    /* Every second element: swizzles with constant indices (.even), which compile to
+     * vector permutes; OpenCL's shuffle2 goes element by element under PoCL. */
 #if VW == 16
-    const uint16 even = (uint16)(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return (float16)(vload16(0, S + first).even, vload16(0, S + first + 16).even);
 #elif VW == 8
-    const uint8 even = (uint8)(0, 2, 4, 6, 8, 10, 12, 14);
+    return vload16(0, S + first).even;
 #else
-    const uint4 even = (uint4)(0, 2, 4, 6);
+    return vload8(0, S + first).even;
 #endif
-    return shuffle2(lo, hi, even);
 }
 
 /* The reach (in elements past `first`) of a strided load. */
