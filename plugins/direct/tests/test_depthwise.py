@@ -13,7 +13,7 @@ import wticonv
 from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.networks import load_network
 from wticonv_direct import depthwise_plan
-from wticonv_direct.depthwise import EFFICIENCY, solver
+from wticonv_direct.depthwise import EFFICIENCY, STREAMING, solver
 from wticonv_direct.naive import solver as naive_solver
 from wticonv_direct.programs import LAUNCH_OVERHEAD_S
 
@@ -283,7 +283,7 @@ def test_wti_model():
     dev = SimpleNamespace(kind="cpu", peak_flops=1e12, bandwidth=1e10,
                           info=SimpleNamespace(compute_units=2))
     nbytes = 4 * (2 * 8 * 32 * 112 * 112 + 32 * 9)
-    seconds = LAUNCH_OVERHEAD_S["cpu"] + nbytes / 1e10
+    seconds = LAUNCH_OVERHEAD_S["cpu"] + nbytes / (1e10 * STREAMING["cpu"])
     assert solver.get_wti(p, dev, None) == pytest.approx(p.flops / (1e12 * seconds))
     fast_memory = SimpleNamespace(kind="gpu", peak_flops=1e12, bandwidth=1e14,
                                   info=SimpleNamespace(compute_units=132))
@@ -293,7 +293,7 @@ def test_wti_model():
     split = SPLIT
     parts = depthwise_plan.wrw_split(split, "cpu", 2)[0]
     nbytes = 4 * (2 * (2 * 2 * 64 * 64) + 2 * 9) + 2 * 4 * parts * 18
-    seconds = 2 * LAUNCH_OVERHEAD_S["cpu"] + nbytes / 1e10
+    seconds = 2 * LAUNCH_OVERHEAD_S["cpu"] + nbytes / (1e10 * STREAMING["cpu"])
     assert solver.get_wti(split, dev, None) == pytest.approx(split.flops / (1e12 * seconds))
 
 

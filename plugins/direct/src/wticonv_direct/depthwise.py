@@ -17,7 +17,8 @@ writes dw directly and the workspace is 0 bytes. fwd and bwd use no workspace.
 WTI model (fraction of ``device.peak_flops``, see docs/wti-models.md)::
 
     time = launches * LAUNCH_OVERHEAD_S[kind]
-           + max(bytes / device.bandwidth, flops / (device.peak_flops * EFFICIENCY[kind]))
+           + max(bytes / (device.bandwidth * STREAMING[kind]),
+                 flops / (device.peak_flops * EFFICIENCY[kind]))
     WTI  = flops / (device.peak_flops * time)
 
 where bytes (B) counts every element of x, w and y read or written once, plus the
@@ -31,16 +32,21 @@ from wticonv import WTI_UNKNOWN, Decline, hookimpl
 
 from . import depthwise_plan, programs
 
-__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "predicted_seconds"]
+__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "STREAMING", "predicted_seconds"]
 
 #: Fraction of the measured peak FP32 rate the kernels reach where arithmetic, not memory,
 #: limits them. CPU 0.16: measured on the 2-core AMD EPYC (Zen 5, AVX-512) through PoCL
 #: 3.1 (peak 469 GFLOP/s), MobileNetV2's 3x3 stride-1 layers at N=8, tensors in cache,
 #: best of 30 runs: 192 x 28 x 28 forward 21.7 MFLOP in 0.283 ms, 576 x 14 x 14 16.3 MFLOP
 #: in 0.213 ms (77 GFLOP/s each), backward data the same; backward weights reaches up to
-#: 0.28, the generic and stride-2 kernels about half (docs/wti-models.md). GPU 0.25:
-#: provisional, not measured yet (memory limits most depthwise layers there).
+#: 0.28, the generic and stride-2 kernels about half (docs/wti-models.md). GPU 0.25: not
+#: measured separately (memory limits every MobileNetV2 depthwise layer on the H200).
 EFFICIENCY = {"cpu": 0.16, "gpu": 0.25}
+#: Fraction of the measured copy bandwidth (``device.bandwidth``) the kernels stream at.
+#: H200, MobileNetV2's depthwise layers forward at N=32 (benchmarks/direct_solvers.py):
+#: 0.78-2.3 TB/s of 4.1, 0.35 typical (the smallest layers, 7x7 and 14x14 pictures, the
+#: least); CPU: 15-45 GB/s at N=8 against a 40-72 GB/s copy, 0.5 typical.
+STREAMING = {"cpu": 0.5, "gpu": 0.35}
 
 
 def _bytes(problem, workspace: int) -> int:
@@ -61,7 +67,7 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
     peak, bandwidth = device.peak_flops, device.bandwidth
     if peak <= 0 or bandwidth <= 0:
         return None
-    memory = _bytes(problem, pl.workspace) / bandwidth
+    memory = _bytes(problem, pl.workspace) / (bandwidth * STREAMING[kind])
     compute = problem.flops / (peak * EFFICIENCY[kind])
     return len(pl.launches) * programs.LAUNCH_OVERHEAD_S[kind] + max(memory, compute)
 
