@@ -71,12 +71,13 @@ class Params:
 #: each input row loaded once for up to 3 output rows) and match 8; groups of 1, 2, 4 or
 #: 8 channels were within the run-to-run noise (+-20 %). Registers: 7 accumulators, 9
 #: weights, 3 masks, 3 loaded vectors. GPU: one column and 4 rows per work-item, groups
-#: of 64 (provisional, not measured).
+#: of 64; backward weights in 32 parts per SM at most (measured on the H200: 4 parts per
+#: SM left it 2.5-3x slower on MobileNetV2's large layers at N=32, e.g. 742 -> 242 us).
 PARAMS = {
     "cpu": Params(gpu=False, vw=8, th=7, plane_local=(1, 8, 1), wrw_local=(1, 8),
                   sum_local=64, wrw_items_per_cu=8, wrw_min_elems=2048),
     "gpu": Params(gpu=True, vw=1, th=4, plane_local=(64,), wrw_local=(64,), sum_local=256,
-                  wrw_items_per_cu=4, wrw_min_elems=256),
+                  wrw_items_per_cu=32, wrw_min_elems=256),
 }
 
 

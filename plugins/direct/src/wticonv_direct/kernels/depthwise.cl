@@ -562,9 +562,12 @@ __kernel void dw_wrw(WRW_ARGS)
             acc[u] = (floatV)0.0f;
         }
 #if DIRECT_DW_GPU
+        /* (row, column) of element e of this part, advanced without divisions: the
+         * work-items step through the part's rows x Wo elements LOCAL at a time. */
+        long row = row0 + lid / Wo;
+        int w0 = lid % Wo;
+        const int drow = DIRECT_DW_WRW_LOCAL / Wo, dcol = DIRECT_DW_WRW_LOCAL % Wo;
         for (long e = lid; e < rows * Wo; e += DIRECT_DW_WRW_LOCAL) {
-            const long row = row0 + e / Wo;
-            const int w0 = (int)(e % Wo);
 #else
         for (long row = row0; row < row0 + rows; ++row) {
 #endif
@@ -589,6 +592,13 @@ __kernel void dw_wrw(WRW_ARGS)
                     acc[u] = select(acc[u], fma(g, v, acc[u]), ok);
                 }
 #if !DIRECT_DW_GPU
+            }
+#else
+            row += drow;
+            w0 += dcol;
+            if (w0 >= Wo) {
+                w0 -= Wo;
+                ++row;
             }
 #endif
         }
