@@ -39,9 +39,9 @@ __all__ = ["EFFICIENCY", "SLOTS_PER_CU", "plan_seconds", "wti"]
 EFFICIENCY = {
     ("gpu", "64x64"): 0.25, ("gpu", "64x128"): 0.27, ("gpu", "64x128k8"): 0.27,
     ("gpu", "128x128"): 0.34, ("gpu", "16x256"): 0.13, ("gpu", "lanes"): 0.10,
-    ("cpu", "flat"): 0.26, ("cpu", "rows"): 0.20, ("cpu", "rows8"): 0.18,
+    ("cpu", "flat"): 0.26, ("cpu", "rows"): 0.33, ("cpu", "rows8"): 0.18,
     ("cpu", "gather"): 0.12,
-    ("cpu", "dot"): 0.22,
+    ("cpu", "dot"): 0.29,
 }
 #: Work-groups resident per multiprocessor, by GPU tile build (H200: 64 K registers and
 #: 2048 work-items per SM); "lanes" counts work-items (its efficiency was measured at the
