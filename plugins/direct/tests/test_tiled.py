@@ -296,3 +296,15 @@ def test_cpu_packs_long_filters_into_the_workspace(handle, direction):
     for kind_limit in (None, 0):
         got, _ = _run_plan(handle.device, p, "cpu", d, limit=kind_limit)
         assert rms_range(got, ref) < solver.tolerance
+
+
+def test_run_uses_the_plan_that_was_sized(handle):
+    # workspace_size and run must agree: the workspace sized for the packed plan is enough
+    # for run to pack again (run re-plans within the workspace it was given).
+    for d in ("fwd", "bwd"):
+        p = LAYERS["packed filter"].with_direction(d)
+        full = tiled_plan.plan(p, "cpu", 2)
+        assert full.launches[0].kernel == "tiled_pack_a"
+        again = tiled_plan.plan(p, "cpu", 2, full.workspace_bytes)
+        assert again == full
+        assert tiled_plan.plan(p, "cpu", 2, full.workspace_bytes - 4).workspace_bytes == 0

@@ -217,6 +217,7 @@ class Plan:
     blocks: int          # work-groups (GPU) or work-items (CPU) of the largest launch
     padded_flops: float  # multiply-adds x 2 including the blocks' padding
     traffic_bytes: int   # inputs read and output written once, workspace written and read
+    reduction: int = 0   # the longest reduction (q indices) of its launches
 
 
 def _up(n: int, m: int) -> int:
@@ -273,7 +274,8 @@ def _finish(p, launches, splits, variant, blocks, flops, lens, packed: int = 0) 
                                (64,), ("ws", out, np.int64(count), np.int32(splits),
                                        np.int64(count))))
     traffic = 4 * sum(lens.values()) + 2 * ws
-    return Plan(tuple(launches), ws, splits, variant, blocks, flops, traffic)
+    return Plan(tuple(launches), ws, splits, variant, blocks, flops, traffic,
+                max(mp.Q for mp in maps(p)))
 
 
 def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
@@ -336,9 +338,11 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
     pack = not gpu_local and p.direction != "wrw" and all(
         mp.Q >= PACK_MIN_Q and mp.P >= PACK_MIN_BLOCKS * prm.vw for mp in mps)
     if pack and workspace_limit is not None:
-        most_mb = max(prm.mr, prm.gather_mr, CPU_NARROW.mr)
-        pack = 4 * max(mp.G * max(mp.Q, 1) * _up(mp.M, most_mb) for mp in mps) <= \
-            workspace_limit
+        # The packed plan's exact workspace must fit; otherwise plan without packing.
+        packed = _cpu_plan(p, splits_wanted, lens, prm, gpu_local, None)
+        pack = packed.workspace_bytes <= workspace_limit
+        if pack:
+            return packed
     base_prm = prm
     for mp in mps:
         dot = p.direction == "wrw"
