@@ -18,6 +18,13 @@ blocks) computes a block of several output channels x several output positions:
   kernel in a fixed order: deterministic, no atomics. Within ``workspace_limit`` the split
   shrinks, down to none (workspace 0).
 
+Workspace (exact, from the plan): the wrw split's partial sums; on GPUs also fwd and bwd
+splits of long reductions on small pictures (``splits x`` the output's size x 4 bytes)
+when the model predicts them faster; on CPUs the fwd/bwd filter packed into blocks
+(``G x ceil(M / 16) x 16 x Q x 4`` bytes, 16 or 24 channels per block) when the reduction is
+long and the positions many. Every one of them is dropped, at some cost in speed, when
+``workspace_limit`` does not allow it: the solver always runs with no workspace at all.
+
 WTI (:mod:`wticonv_direct.tiled_wti`): predicted time of the plan from the device's
 measured peak and bandwidth; see docs/wti-models.md.
 """

@@ -11,8 +11,9 @@
  * - tiled_conv (fwd, and bwd one stride phase at a time): a work-item computes TILED_MR
  *   channels x TILED_VW positions, the positions as the lanes of one vector. Per
  *   reduction index it broadcasts TILED_MR values of A and loads one vector of B: one
- *   vload when the lanes' source elements are consecutive in memory, two vloads and a
- *   shuffle when they are every second element (stride 2), element by element otherwise;
+ *   vload when the lanes' source elements are consecutive in memory, two vloads and an
+ *   .even swizzle when they are every second element (stride 2), element by element
+ *   otherwise;
  *   a select zeroes the lanes that fall into the padding (only on blocks that touch it).
  * - tiled_dot (wrw): a work-item computes TILED_DOT_MR x TILED_DOT_NR dot products over q
  *   with the q indices as the lanes (dy and x are both contiguous along the picture),
