@@ -473,17 +473,20 @@ void tiled_dot(TILED_ARGS)
     }
 
     __global float *Ob = O + g * o_g + split * o_split + o_0;
+    long ocol[TILED_DOT_NR];        /* column offsets, decoded once (not once per row) */
+    for (int j = 0; j < TILED_DOT_NR; ++j) {
+        const int p = min(p0 + j, P - 1);
+        const int pa = p / (P1 * P2), pr = p - pa * (P1 * P2);
+        const int pb = pr / P2, pc = pr - pb * P2;
+        ocol[j] = pa * o_pa + pb * o_pb + pc * o_pc;
+    }
+    const int ncol = min(TILED_DOT_NR, P - p0);
     for (int i = 0; i < TILED_DOT_MR; ++i) {
         if (m0 + i >= M)
             break;
-        for (int j = 0; j < TILED_DOT_NR; ++j) {
-            const int p = p0 + j;
-            if (p >= P)
-                break;
-            const int pa = p / (P1 * P2), pr = p - pa * (P1 * P2);
-            const int pb = pr / P2, pc = pr - pb * P2;
-            Ob[(long)(m0 + i) * o_ms + pa * o_pa + pb * o_pb + pc * o_pc] = hsum(acc[i][j]);
-        }
+        __global float *orow = Ob + (long)(m0 + i) * o_ms;
+        for (int j = 0; j < ncol; ++j)
+            orow[ocol[j]] = hsum(acc[i][j]);
     }
 }
 
