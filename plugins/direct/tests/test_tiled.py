@@ -308,3 +308,19 @@ def test_run_uses_the_plan_that_was_sized(handle):
         again = tiled_plan.plan(p, "cpu", 2, full.workspace_bytes)
         assert again == full
         assert tiled_plan.plan(p, "cpu", 2, full.workspace_bytes - 4).workspace_bytes == 0
+
+
+@pytest.mark.parametrize("p", [
+    P(1, 2, 1, 1, 2, 1, 1, pad_h=1, stride_h=2),
+    P(3, 10, 4, 1, 3, 3, 1, pad_h=3, pad_w=1, stride_h=4, stride_w=4, dilation_h=2,
+      dilation_w=2),
+], ids=["1x1 picture", "strided dilated"])
+def test_bwd_where_no_tap_reaches_dx(handle, p):
+    # Stride and padding such that no filter tap lands on a real input position: dx is
+    # all zeros, every phase has an empty reduction, and the WTI is still a number.
+    q = p.with_direction("bwd")
+    assert all(mp.Q == 0 for mp in tiled_plan.maps(q))
+    wti = solver.get_wti(q, handle.device, None)
+    assert wti > 0 and np.isfinite(wti)
+    dx = _check(handle, q)
+    assert not dx.any()

@@ -70,8 +70,8 @@ def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
     if kind == "cpu" and plan.variant != "dot":
         # a work-item's set-up (lane offsets, masks, the store) against its reduction
         eff *= plan.reduction / (plan.reduction + CPU_SETUP_STEPS)
-    return (len(plan.launches) * LAUNCH_OVERHEAD_S[kind]
-            + plan.padded_flops / (peak_flops * eff)
+    compute = plan.padded_flops / (peak_flops * eff) if plan.padded_flops > 0 else 0.0
+    return (len(plan.launches) * LAUNCH_OVERHEAD_S[kind] + compute
             + plan.traffic_bytes / bandwidth)
 
 
