@@ -4,7 +4,9 @@ Candidates are the solvers that are applicable, dynamic, report a WTI >= 0 and n
 more workspace than the caller allows. They are ordered by WTI (descending), then
 workspace (ascending), then solver id, and the first one runs. This is MIOpen's
 "Immediate Mode fallback" (MIOpen documentation, *Find and Immediate Mode*), with the
-solver id as a final, deterministic tie-break.
+solver id as a final, deterministic tie-break. Candidates that find mode has timed on this
+device (a valid find-db record for their version and workspace, :mod:`wticonv.find`) come
+first, fastest measured time first.
 
 Every selection explains itself: one :class:`Verdict` per installed solver.
 """
@@ -47,7 +49,12 @@ class Verdict:
     predicted_ms : float or None
         ``problem.flops / (device.peak_flops * wti)`` in ms, when WTI > 0.
     wti_source : str
-        Where the WTI came from: ``"model"`` (the solver's ``get_wti``).
+        What ranks it: ``"model"`` (the solver's ``get_wti``) or ``"find-db"`` (a time
+        measured by find mode, :mod:`wticonv.find`).
+    measured_ms : float or None
+        The find-db's measured time, ms, when ``wti_source == "find-db"``.
+    note : str
+        Remarks on the ranking (e.g. a stale find-db record that was ignored).
     rank : int or None
         1-based position among the candidates.
     chosen : bool
@@ -62,6 +69,8 @@ class Verdict:
     workspace: int | None = None
     predicted_ms: float | None = None
     wti_source: str = ""
+    measured_ms: float | None = None
+    note: str = ""
     rank: int | None = None
     chosen: bool = False
 
@@ -235,8 +244,13 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         v.rank = 1
         others = [o for o in verdicts if o is not v]
         return Selection(problem, [v] + others, v, "forced", workspace_limit, [v])
+    from .find import apply_records
+
+    apply_records(registry, device, problem, verdicts)
     candidates = [v for v in verdicts if v.applicable and not v.reason]
-    candidates.sort(key=lambda v: (-v.wti, v.workspace, v.solver_id))
+    # Measured (find-db) candidates first, fastest first; then by WTI (immediate mode).
+    candidates.sort(key=lambda v: (v.measured_ms is None, v.measured_ms or 0.0, -v.wti,
+                                   v.workspace, v.solver_id))
     for i, v in enumerate(candidates, 1):
         v.rank = i
     if not candidates:

@@ -11,6 +11,8 @@ Tables (keyed by device key = platform | device name | driver version):
 - ``device_unusable``: devices whose driver failed to build the measuring kernels, and why
   (so that device selection does not retry them on every start).
 - ``program_binaries``: compiled OpenCL program binaries per (device, source + options digest).
+- ``find_db``: find mode's measured time of every solver per (device, problem key), with
+  the solver's version and the workspace it used (MIOpen's find-db, :mod:`wticonv.find`).
 
 Writes are single transactions in WAL mode with a busy timeout, so several processes may
 share the file (a lock held by another process is waited for); a database that is not an
@@ -51,6 +53,18 @@ CREATE TABLE IF NOT EXISTS device_unusable (
     reason TEXT NOT NULL,
     noted_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS find_db (
+    device_key TEXT NOT NULL,
+    problem_key TEXT NOT NULL,
+    solver_id TEXT NOT NULL,
+    solver_version TEXT NOT NULL,
+    workspace INTEGER NOT NULL,
+    time_ms REAL NOT NULL,
+    runs INTEGER NOT NULL,
+    capped INTEGER NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (device_key, problem_key, solver_id)
+);
 CREATE TABLE IF NOT EXISTS program_binaries (
     device_key TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -66,6 +80,8 @@ _COLUMNS = {
     "device_figures": {"device_key", "peak_flops", "bandwidth", "measured_at"},
     "device_unusable": {"device_key", "reason", "noted_at"},
     "program_binaries": {"device_key", "digest", "binary", "created_at"},
+    "find_db": {"device_key", "problem_key", "solver_id", "solver_version", "workspace",
+                "time_ms", "runs", "capped", "measured_at"},
 }
 
 
@@ -276,11 +292,64 @@ class Store:
         self._write("DELETE FROM program_binaries WHERE device_key = ? AND digest = ?",
                     (device_key, digest))
 
+    # ------------------------------------------------------------------------ find-db
+    def put_find_records(self, device_key: str, problem_key: str, records) -> None:
+        """Replace the find-db records of one problem on one device, in one transaction.
+
+        ``records``: iterable of ``(solver_id, solver_version, workspace_bytes, time_ms,
+        runs, capped)``.
+
+        Raises
+        ------
+        ValueError
+            If a record's time is not a positive finite number, its workspace is negative
+            or its run count below 1 (nothing is written).
+        """
+        rows = [(device_key, problem_key, str(sid), str(ver), int(ws), float(t), int(n),
+                 int(bool(capped)), time.time()) for sid, ver, ws, t, n, capped in records]
+        for row in rows:
+            if not (math.isfinite(row[5]) and row[5] > 0 and row[4] >= 0 and row[6] >= 1):
+                raise ValueError(f"find-db record {row[2:8]} is invalid: the time must be a "
+                                 "positive finite number of ms, the workspace >= 0, runs >= 1")
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM find_db WHERE device_key = ? AND problem_key = ?",
+                         (device_key, problem_key))
+            conn.executemany("INSERT INTO find_db VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def get_find_records(self, device_key: str, problem_key: str) -> dict[str, tuple]:
+        """``{solver_id: (solver_version, workspace_bytes, time_ms, runs, capped)}`` for one
+        problem on one device. Rows whose values are not valid (a time that is not a
+        positive finite number, a negative workspace) are left out with a warning: a
+        corrupt record is ignored, never trusted."""
+        rows = self._connect().execute(
+            "SELECT solver_id, solver_version, workspace, time_ms, runs, capped FROM find_db "
+            "WHERE device_key = ? AND problem_key = ?", (device_key, problem_key)).fetchall()
+        out = {}
+        for sid, ver, ws, t, n, capped in rows:
+            try:
+                ok = (isinstance(sid, str) and isinstance(ver, str) and int(ws) >= 0
+                      and math.isfinite(float(t)) and float(t) > 0 and int(n) >= 1)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                warnings.warn(f"wticonv: ignoring a corrupt find-db record of solver {sid!r} "
+                              f"for {problem_key}; run `wticonv find` again to replace it",
+                              stacklevel=2)
+                continue
+            out[sid] = (ver, int(ws), float(t), int(n), bool(capped))
+        return out
+
     def summary(self) -> dict[str, int]:
         """Row counts per table, for ``wticonv cache``."""
         conn = self._connect()
         return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("device_figures", "device_unusable", "program_binaries")}
+                for t in ("device_figures", "device_unusable", "program_binaries", "find_db")}
 
     def clear(self) -> None:
         """Delete every record (the file stays)."""
@@ -290,6 +359,7 @@ class Store:
             conn.execute("DELETE FROM device_figures")
             conn.execute("DELETE FROM device_unusable")
             conn.execute("DELETE FROM program_binaries")
+            conn.execute("DELETE FROM find_db")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

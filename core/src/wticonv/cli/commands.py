@@ -296,9 +296,60 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
     return 1 if report.failures else 0
 
 
+@cli.command(context_settings=_PASSTHROUGH)
+@_trace_option
+@_json_option
+@_device_option
+@_limit_option
+@click.option("-i", "--iterations", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed runs per solver after one warm-up.")
+@click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True), default=1000.0,
+              show_default=True, help="Kernel time after which a solver's runs are cut short.")
+@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
+              help="Batch size N for a network (default: 1 for built-ins).")
+@click.option("--directions", default="fwd,bwd,wrw", show_default=True,
+              help="Directions for a network: fwd, bwd, wrw or all.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
+         directions) -> int:
+    """Time every applicable solver and record the results in the find-db.
+
+    The target is a network (a built-in name, a MIOpenDriver line file or an .onnx model:
+    every distinct layer), a find-db key, or MIOpenDriver conv flags. Immediate mode then
+    ranks the timed solvers by their measured time (`wticonv explain` shows "find-db").
+    """
+    from ..bench import parse_directions
+    from ..find import find as find_problem
+    from ..networks import load_network
+
+    if not args:
+        raise DriverArgsError("find needs a network (e.g. resnet50), a find-db key or conv "
+                              "flags such as -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
+    if len(args) == 1 and not args[0].startswith("-") and "NCHW" not in args[0]:
+        net = load_network(args[0], n)
+        problems = [layer.problem.with_direction(d) for layer in net.layers
+                    for d in parse_directions(directions)]
+    else:  # -n is taken by this command's option: it is the flags' batch size too
+        _, problems = _problem_from(args if n is None else ("-n", str(n)) + tuple(args))
+    handle = _handle(device)
+    out = []
+    for i, p in enumerate(problems, 1):
+        results = find_problem(handle, p, iterations, time_cap_ms, workspace_limit)
+        out.append({"problem": p.key, "results": [r.__dict__ for r in results]})
+        if not as_json:
+            best = results[0] if results and results[0].time_ms is not None else None
+            ran = sum(r.time_ms is not None for r in results)
+            click.echo(f"[{i}/{len(problems)}] {p.key}: {ran} solver(s) timed; fastest "
+                       + (f"{best.solver_id} {best.time_ms:.4f} ms" if best else "none"))
+    if as_json:
+        _emit_json({"device": handle.device.info.name, "finds": out})
+    return 0
+
+
 @cli.command()
 @_trace_option
-@click.option("--clear", is_flag=True, help="Delete every record (measured figures, binaries).")
+@click.option("--clear", is_flag=True,
+              help="Delete every record (measured figures, binaries, find-db).")
 @_json_option
 def cache(clear: bool, as_json: bool) -> int:
     """Show (or clear) the on-disk cache: where it is and what it holds."""

@@ -98,14 +98,16 @@ def selection(s, device) -> None:
                   if s.workspace_limit is not None else ""))
     t = Table(box=box.SIMPLE_HEAD)
     for col in ("rank", "solver", "applicable", "dynamic", "WTI", "workspace", "predicted ms",
-                "WTI from", "verdict"):
+                "measured ms", "ranked by", "verdict"):
         t.add_column(col, no_wrap=col != "verdict", overflow="fold")
     for v in s.verdicts:
         verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
+        if v.note:
+            verdict += f" ({v.note})"
         t.add_row(_num(v.rank, "{}"), v.solver_id, "yes" if v.applicable else "no",
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
                   _num(v.wti, "{:.3g}"), _bytes(v.workspace), _ms(v.predicted_ms),
-                  v.wti_source or "-", verdict)
+                  _ms(v.measured_ms), v.wti_source or "-", verdict)
     _out.print(t)
 
 

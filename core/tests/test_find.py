@@ -1,0 +1,133 @@
+"""Find mode and the find-db: timing every solver, recording, ranking by measured time,
+stale and corrupt records, concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import wticonv
+from wticonv import ConvProblem
+from wticonv.device import list_devices, select_device
+from wticonv.find import find
+from wticonv.store import Store
+
+P = ConvProblem(2, 8, 12, 12, 16, 3, 3, pad_h=1, pad_w=1)
+
+
+def _seed_store(path, handle) -> Store:
+    """A fresh store under ``path`` that already knows the default devices' figures (so
+    nothing is measured again) but holds no find-db records, unlike the shared test store
+    other tests rank with."""
+    store = Store(path)
+    shared = handle.device.store
+    for info, _ in list_devices():
+        figures = shared.get_device_figures(info.key)
+        if figures is not None:
+            store.put_device_figures(info.key, *figures)
+        reason = shared.get_device_unusable(info.key)
+        if reason is not None:
+            store.put_device_unusable(info.key, reason)
+    return store
+
+
+@pytest.fixture
+def own_handle(tmp_path, handle):
+    store = _seed_store(tmp_path, handle)
+    return wticonv.Handle(select_device(handle.device.info.index, store))
+
+
+def test_find_records_and_immediate_mode_ranks_by_measured_time(own_handle):
+    h = own_handle
+    before = h.select(P)
+    assert all(v.wti_source == "model" for v in before.candidates)
+    results = find(h, P, iterations=3)
+    timed = [r for r in results if r.time_ms is not None]
+    assert len(timed) == len(before.candidates)            # every dynamic candidate ran
+    assert [r.time_ms for r in timed] == sorted(r.time_ms for r in timed)
+    assert all(1 <= r.runs <= 3 and r.time_ms > 0 for r in timed)
+    assert all(r.reason for r in results if r.time_ms is None)
+    records = h.device.store.get_find_records(h.device.key, P.key)
+    assert set(records) == {r.solver_id for r in timed}
+    after = h.select(P)
+    assert after.solver_id == timed[0].solver_id
+    assert after.chosen.wti_source == "find-db"
+    assert after.chosen.measured_ms == pytest.approx(timed[0].time_ms)
+    assert [v.measured_ms for v in after.candidates] == sorted(
+        v.measured_ms for v in after.candidates)
+    # Other problems are not affected.
+    assert all(v.wti_source == "model" for v in h.select(P.with_batch(3)).candidates)
+
+
+def test_time_cap_cuts_slow_solvers_short(own_handle):
+    results = find(own_handle, P, iterations=5, time_cap_ms=1e-6, record=False)
+    timed = [r for r in results if r.time_ms is not None]
+    assert timed and all(r.runs == 1 and r.capped for r in timed)
+    assert own_handle.device.store.get_find_records(own_handle.device.key, P.key) == {}
+
+
+def test_stale_and_corrupt_records_are_ignored(own_handle):
+    h = own_handle
+    store, key = h.device.store, h.device.key
+    naive_ws = 0
+    store.put_find_records(key, P.key, [("direct.naive", "0.0.0-other", naive_ws, 0.001, 3, 0)])
+    sel = h.select(P)
+    naive = next(v for v in sel.verdicts if v.solver_id == "direct.naive")
+    assert naive.wti_source == "model" and "stale" in naive.note
+    assert sel.solver_id != "direct.naive"
+    version = h.registry.solvers["direct.naive"].version
+    with pytest.raises(ValueError, match="time"):
+        store.put_find_records(key, P.key, [("direct.naive", version, 0, float("nan"), 3, 0)])
+    # a row damaged on disk (written by something else): ignored with a warning
+    conn = store._connect()
+    conn.execute("INSERT OR REPLACE INTO find_db VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (key, P.key, "direct.naive", version, naive_ws, -1.0, 3, 0, 0.0))
+    with pytest.warns(UserWarning, match="corrupt find-db record"):
+        sel = h.select(P)
+    assert sel.solver_id != "direct.naive"
+    store.put_find_records(key, P.key, [("direct.naive", version, naive_ws, 0.001, 3, 0)])
+    assert h.select(P).solver_id == "direct.naive"       # a valid record wins
+    summary = store.summary()
+    assert summary["find_db"] == 1
+    store.clear()
+    assert store.summary()["find_db"] == 0
+
+
+def test_concurrent_writers_keep_the_find_db_consistent(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys
+        from wticonv.store import Store
+        s = Store({str(tmp_path)!r})
+        w = int(sys.argv[1])
+        for i in range(40):
+            s.put_find_records("dev", f"problem-{{w}}-{{i}}",
+                               [("a.x", "1", 0, 1.0 + i, 3, 0), ("b.y", "1", 64, 2.0, 3, 1)])
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(w)]) for w in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    s = Store(tmp_path)
+    assert s.summary()["find_db"] == 4 * 40 * 2
+    rec = s.get_find_records("dev", "problem-3-39")
+    assert rec == {"a.x": ("1", 0, 40.0, 3, False), "b.y": ("1", 64, 2.0, 3, True)}
+
+
+def test_cli_find_then_explain(tmp_path, handle, monkeypatch, capsys):
+    from wticonv.cli import main
+
+    _seed_store(tmp_path, handle)
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path))
+    flags = ["-n", "1", "-c", "4", "-H", "9", "-W", "9", "-k", "8", "-y", "3", "-x", "3",
+             "-p", "1", "-q", "1", "-F", "1"]
+    assert main(["find", *flags, "-i", "2", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["finds"][0]
+    fastest = found["results"][0]
+    assert fastest["time_ms"] > 0
+    assert main(["explain", *flags, "--json"]) == 0
+    sel = json.loads(capsys.readouterr().out)["selections"][0]
+    assert sel["problem"] == found["problem"] and sel["chosen"] == fastest["solver_id"]
+    chosen = sel["solvers"][0]
+    assert chosen["wti_source"] == "find-db" and chosen["measured_ms"] == fastest["time_ms"]
