@@ -75,6 +75,7 @@ def test_stale_and_corrupt_records_are_ignored(own_handle):
     store, key = h.device.store, h.device.key
     naive_ws = 0
     store.put_find_records(key, P.key, [("direct.naive", "0.0.0-other", naive_ws, 0.001, 3, 0)])
+    h.forget_selections()      # written behind the handle's back: forget what it chose
     sel = h.select(P)
     naive = next(v for v in sel.verdicts if v.solver_id == "direct.naive")
     assert naive.wti_source == "model" and "stale" in naive.note
@@ -86,10 +87,12 @@ def test_stale_and_corrupt_records_are_ignored(own_handle):
     conn = store._connect()
     conn.execute("INSERT OR REPLACE INTO find_db VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  (key, P.key, "direct.naive", version, naive_ws, -1.0, 3, 0, 0.0))
+    h.forget_selections()
     with pytest.warns(UserWarning, match="corrupt find-db record"):
         sel = h.select(P)
     assert sel.solver_id != "direct.naive"
     store.put_find_records(key, P.key, [("direct.naive", version, naive_ws, 0.001, 3, 0)])
+    h.forget_selections()
     assert h.select(P).solver_id == "direct.naive"       # a valid record wins
     summary = store.summary()
     assert summary["find_db"] == 1
@@ -131,3 +134,16 @@ def test_cli_find_then_explain(tmp_path, handle, monkeypatch, capsys):
     assert sel["problem"] == found["problem"] and sel["chosen"] == fastest["solver_id"]
     chosen = sel["solvers"][0]
     assert chosen["wti_source"] == "find-db" and chosen["measured_ms"] == fastest["time_ms"]
+
+
+def test_handle_remembers_selections_until_find_records_new_times(own_handle):
+    h = own_handle
+    q = P.with_batch(5)
+    first = h.select(q)
+    assert h.select(q) is first                      # remembered
+    assert h.select(q, workspace_limit=0) is not first
+    find(h, q, iterations=1)                         # new times: selections start afresh
+    again = h.select(q)
+    assert again is not first and again.chosen.wti_source == "find-db"
+    h.forget_selections()
+    assert h.select(q) is not again

@@ -108,6 +108,7 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
         results.append(r)
     ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
     if record:
+        handle.forget_selections()
         handle.device.store.put_find_records(
             handle.device.key, problem.key,
             [(r.solver_id, r.version, r.workspace, r.time_ms, r.runs, r.capped) for r in ran])

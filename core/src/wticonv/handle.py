@@ -56,6 +56,10 @@ class RunResult:
                          [self.verdict])
 
 
+#: Selections a handle remembers before it starts afresh.
+SELECTION_CACHE_SIZE = 4096
+
+
 class Handle:
     """A device and its solvers.
 
@@ -73,6 +77,7 @@ class Handle:
         self.device = device if isinstance(device, Device) else select_device(device)
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
+        self._selections: dict = {}
         self._workspace = None
         self._workspace_bytes = 0
 
@@ -81,8 +86,27 @@ class Handle:
 
     def select(self, problem: ConvProblem, workspace_limit: int | None = None,
                solver: str | None = None) -> Selection:
-        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`)."""
-        return select(self.registry, problem, self.device, workspace_limit, solver)
+        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`).
+
+        Selections are remembered per handle (problem, workspace limit, forced solver), so
+        a problem seen before costs a dictionary lookup; :meth:`forget_selections` drops
+        them (find mode does, after recording new times). The returned object is shared:
+        treat it as read-only.
+        """
+        key = (problem, workspace_limit, solver)
+        sel = self._selections.get(key)
+        if sel is None:
+            sel = select(self.registry, problem, self.device, workspace_limit, solver)
+            with self._lock:
+                if len(self._selections) >= SELECTION_CACHE_SIZE:
+                    self._selections.clear()
+                self._selections[key] = sel
+        return sel
+
+    def forget_selections(self) -> None:
+        """Drop the remembered selections (the next ones rank the solvers afresh)."""
+        with self._lock:
+            self._selections.clear()
 
     def _get_workspace(self, nbytes: int):
         """A buffer of exactly ``nbytes`` (a view of one grow-only allocation), or None."""

@@ -18,6 +18,7 @@ Output size (the usual definition, e.g. MIOpen's ``ConvolutionDescriptor`` and P
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from .errors import ProblemError
@@ -152,12 +153,12 @@ class ConvProblem:
                     f"pad_{axis}={pad}); enlarge the padding or shrink the filter")
 
     # ----------------------------------------------------------------- derived sizes
-    @property
+    @functools.cached_property
     def ho(self) -> int:
         """Output height Ho (see module docstring)."""
         return (self.h + 2 * self.pad_h - self.dilation_h * (self.r - 1) - 1) // self.stride_h + 1
 
-    @property
+    @functools.cached_property
     def wo(self) -> int:
         """Output width Wo (see module docstring)."""
         return (self.w + 2 * self.pad_w - self.dilation_w * (self.s - 1) - 1) // self.stride_w + 1

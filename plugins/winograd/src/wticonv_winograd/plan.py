@@ -18,6 +18,8 @@ of images.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,14 +67,21 @@ class Variant:
     @property
     def options(self) -> str:
         """Build options: sizes and the transform matrices (transforms.py)."""
-        def flat(t, name):
-            return ",".join(f"{v!r}f" for row in t.floats(name) for v in row)
+        return _variant_options(self.mh, self.mw, self.rh, self.rw)
 
-        th, tw = winograd_transform(self.mh, self.rh), winograd_transform(self.mw, self.rw)
-        return (f"-DWINO_MH={self.mh} -DWINO_MW={self.mw} -DWINO_RH={self.rh} "
-                f"-DWINO_RW={self.rw} -DWINO_BTH={flat(th, 'BT')} -DWINO_GH={flat(th, 'G')} "
-                f"-DWINO_ATH={flat(th, 'AT')} -DWINO_BTW={flat(tw, 'BT')} "
-                f"-DWINO_GW={flat(tw, 'G')} -DWINO_ATW={flat(tw, 'AT')}")
+
+@functools.lru_cache(maxsize=None)
+def _variant_options(mh: int, mw: int, rh: int, rw: int) -> str:
+    """Variant.options, computed once per variant (exact fractions to float text is slow,
+    and selection asks for it on every new problem)."""
+    def flat(t, name):
+        return ",".join(f"{v!r}f" for row in t.floats(name) for v in row)
+
+    th, tw = winograd_transform(mh, rh), winograd_transform(mw, rw)
+    return (f"-DWINO_MH={mh} -DWINO_MW={mw} -DWINO_RH={rh} "
+            f"-DWINO_RW={rw} -DWINO_BTH={flat(th, 'BT')} -DWINO_GH={flat(th, 'G')} "
+            f"-DWINO_ATH={flat(th, 'AT')} -DWINO_BTW={flat(tw, 'BT')} "
+            f"-DWINO_GW={flat(tw, 'G')} -DWINO_ATW={flat(tw, 'AT')}")
 
 
 @dataclass(frozen=True)
