@@ -147,3 +147,37 @@ def test_handle_remembers_selections_until_find_records_new_times(own_handle):
     assert again is not first and again.chosen.wti_source == "find-db"
     h.forget_selections()
     assert h.select(q) is not again
+
+
+def test_evaluate_scores_the_fallback_against_the_fastest(own_handle, tmp_path):
+    from wticonv.evaluate import RULES, evaluate, summarize, write_csv
+
+    problems = [P, P.with_direction("wrw"), ConvProblem(1, 16, 10, 10, 24, 1, 1)]
+    cases = evaluate(own_handle, problems, iterations=2)
+    assert [c.problem for c in cases] == problems
+    for c in cases:
+        assert c.measured_ms[c.best] == min(c.measured_ms.values())
+        assert c.slowdown["fallback"] >= 1.0
+        model = wticonv.selection.select(own_handle.registry, c.problem, own_handle.device,
+                                         measured=False)
+        assert c.chosen["fallback"] == model.solver_id     # the models' choice, not find-db's
+    s = summarize(cases)
+    assert set(s) == set(RULES)
+    fb = s["fallback"]
+    assert fb["cases"] == 3 and 0 <= fb["top1"] <= fb["within_10pct"] <= 1
+    assert fb["worst_slowdown"] >= fb["mean_slowdown"] >= 1.0
+    path = tmp_path / "m.csv"
+    write_csv(cases, path)
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("problem,direction,solver,predicted_ms,measured_ms")
+    assert len(lines) == 1 + sum(len(c.measured_ms) for c in cases)
+    assert sum(line.endswith(",1") for line in lines[1:]) == 3      # one fastest per case
+
+
+def test_evaluate_plot(tmp_path, own_handle):
+    pytest.importorskip("matplotlib")
+    from wticonv.evaluate import evaluate, write_plot
+
+    cases = evaluate(own_handle, [P], iterations=1)
+    write_plot(cases, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -192,7 +192,8 @@ def _tensor_too_big(problem: ConvProblem, device: Device) -> str:
 
 
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
-           workspace_limit: int | None = None, solver: str | None = None) -> Selection:
+           workspace_limit: int | None = None, solver: str | None = None,
+           measured: bool = True) -> Selection:
     """Rank every installed solver for ``problem`` on ``device`` and choose one.
 
     Parameters
@@ -202,6 +203,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     solver : str, optional
         Force this solver id: it must be applicable and fit the limit, but need not be
         dynamic or have a known WTI.
+    measured : bool
+        Rank by find-db records where they exist (default); False ranks by the WTI models
+        alone (used to evaluate them).
 
     Raises
     ------
@@ -246,7 +250,8 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         return Selection(problem, [v] + others, v, "forced", workspace_limit, [v])
     from .find import apply_records
 
-    apply_records(registry, device, problem, verdicts)
+    if measured:
+        apply_records(registry, device, problem, verdicts)
     candidates = [v for v in verdicts if v.applicable and not v.reason]
     # Measured (find-db) candidates first, fastest first; then by WTI (immediate mode).
     candidates.sort(key=lambda v: (v.measured_ms is None, v.measured_ms or 0.0, -v.wti,

@@ -348,6 +348,70 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
 
 @cli.command()
 @_trace_option
+@_json_option
+@_device_option
+@_limit_option
+@click.argument("network", metavar="NETWORK")
+@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
+              help="Batch size N (default: 1 for built-ins).")
+@click.option("--directions", default="fwd,bwd,wrw", show_default=True,
+              help="Comma-separated directions: fwd, bwd, wrw, or all.")
+@click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs per solver after one warm-up.")
+@click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True), default=1000.0,
+              show_default=True, help="Kernel time after which a solver's runs are cut short.")
+@click.option("--csv", "csv_path", default=None, metavar="FILE",
+              help="Write every measurement (predicted and measured ms) to this CSV file.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png",
+              help="Draw predicted against measured time per solver (needs matplotlib).")
+def evaluate(as_json, device, workspace_limit, network, n, directions, iterations,
+             time_cap_ms, csv_path, plot_path) -> int:
+    """Score the immediate-mode fallback on a network: its choice against the fastest.
+
+    Every applicable solver is timed on each distinct layer and direction (find mode; the
+    times are recorded in the find-db), and the fallback's choice by the WTI models alone
+    is compared with the fastest, as are two baselines (always GEMM, lowest workspace):
+    share within 10 % of the best, top-1 agreement, mean and worst slowdown.
+    """
+    from .. import evaluate as ev
+
+    net = load_network(network, n)
+    problems = [layer.problem.with_direction(d) for layer in net.layers
+                for d in parse_directions(directions)]
+    handle = _handle(device)
+
+    def progress(i, count, p):
+        if not as_json:
+            print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
+
+    cases = ev.evaluate(handle, problems, iterations, time_cap_ms, workspace_limit, progress)
+    summary = ev.summarize(cases)
+    if csv_path:
+        ev.write_csv(cases, csv_path)
+    if plot_path:
+        ev.write_plot(cases, plot_path)
+    if as_json:
+        _emit_json({"device": handle.device.info.name, "network": network,
+                    "summary": summary,
+                    "cases": [{"problem": c.problem.key, "best": c.best, "chosen": c.chosen,
+                               "slowdown": c.slowdown, "measured_ms": c.measured_ms,
+                               "predicted_ms": c.predicted_ms} for c in cases]})
+        return 0
+    for c in cases:
+        fb = c.slowdown["fallback"]
+        click.echo(f"{c.problem.key:60} best {c.best:20} fallback {c.chosen['fallback']:20} "
+                   + ("-" if fb is None else f"{fb:.2f}x"))
+    click.echo(f"{'rule':18} {'cases':>5} {'within 10%':>10} {'top-1':>6} {'mean':>6} "
+               f"{'worst':>6}")
+    for rule, sm in summary.items():
+        click.echo(f"{rule:18} {sm['cases']:5d} {sm['within_10pct'] * 100:9.0f}% "
+                   f"{sm['top1'] * 100:5.0f}% {sm['mean_slowdown']:6.3f} "
+                   f"{sm['worst_slowdown']:6.2f}")
+    return 0
+
+
+@cli.command()
+@_trace_option
 @click.option("--clear", is_flag=True,
               help="Delete every record (measured figures, binaries, find-db).")
 @_json_option
