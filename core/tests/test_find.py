@@ -181,3 +181,41 @@ def test_evaluate_plot(tmp_path, own_handle):
     cases = evaluate(own_handle, [P], iterations=1)
     write_plot(cases, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_calibration_factors_scale_the_wti_and_explain_shows_both(own_handle):
+    h = own_handle
+    store, key = h.device.store, h.device.key
+    before = {v.solver_id: v.wti for v in h.select(P).candidates}
+    version = h.registry.solvers["direct.naive"].version
+    store.put_calibration(key, [("direct.naive", version, 50.0, 3),
+                                ("direct.tiled", "0-other-version", 0.01, 3)])
+    h.forget_selections()
+    sel = h.select(P)
+    naive = next(v for v in sel.verdicts if v.solver_id == "direct.naive")
+    tiled = next(v for v in sel.verdicts if v.solver_id == "direct.tiled")
+    assert naive.wti_source == "calibrated" and naive.raw_wti == pytest.approx(
+        before["direct.naive"])
+    assert naive.wti == pytest.approx(50.0 * before["direct.naive"])
+    assert tiled.raw_wti is None and tiled.wti == pytest.approx(before["direct.tiled"])
+    raw = wticonv.selection.select(h.registry, P, h.device, calibrated=False)
+    assert next(v for v in raw.verdicts if v.solver_id == "direct.naive").raw_wti is None
+    with pytest.raises(ValueError, match="positive finite"):
+        store.put_calibration(key, [("direct.naive", version, float("inf"), 1)])
+    store.clear()
+
+
+def test_calibrate_measures_the_probes_and_stores_factors(own_handle, monkeypatch):
+    from wticonv import calibrate as cal
+
+    small = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
+             for d in ("fwd", "bwd", "wrw")]
+    monkeypatch.setattr(cal, "_probes", lambda n: small)
+    factors = cal.calibrate(own_handle, iterations=1)
+    assert "direct.naive" in factors and "direct.tiled" in factors
+    assert all(f > 0 and 1 <= k <= 3 for f, k in factors.values())
+    stored = own_handle.device.store.get_calibration(own_handle.device.key)
+    assert {sid: f for sid, (_, f) in stored.items()} == pytest.approx(
+        {sid: f for sid, (f, _) in factors.items()})
+    sel = own_handle.select(small[0])
+    assert any(v.wti_source == "calibrated" for v in sel.candidates)

@@ -49,8 +49,11 @@ class Verdict:
     predicted_ms : float or None
         ``problem.flops / (device.peak_flops * wti)`` in ms, when WTI > 0.
     wti_source : str
-        What ranks it: ``"model"`` (the solver's ``get_wti``) or ``"find-db"`` (a time
-        measured by find mode, :mod:`wticonv.find`).
+        What ranks it: ``"model"`` (the solver's ``get_wti``), ``"calibrated"`` (that WTI
+        times the device's calibration factor, :mod:`wticonv.calibrate`) or ``"find-db"``
+        (a time measured by find mode, :mod:`wticonv.find`).
+    raw_wti : float or None
+        The solver's own WTI before calibration (None when no factor applied).
     measured_ms : float or None
         The find-db's measured time, ms, when ``wti_source == "find-db"``.
     note : str
@@ -70,6 +73,7 @@ class Verdict:
     predicted_ms: float | None = None
     wti_source: str = ""
     measured_ms: float | None = None
+    raw_wti: float | None = None
     note: str = ""
     rank: int | None = None
     chosen: bool = False
@@ -193,7 +197,7 @@ def _tensor_too_big(problem: ConvProblem, device: Device) -> str:
 
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
            workspace_limit: int | None = None, solver: str | None = None,
-           measured: bool = True) -> Selection:
+           measured: bool = True, calibrated: bool = True) -> Selection:
     """Rank every installed solver for ``problem`` on ``device`` and choose one.
 
     Parameters
@@ -206,6 +210,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     measured : bool
         Rank by find-db records where they exist (default); False ranks by the WTI models
         alone (used to evaluate them).
+    calibrated : bool
+        Apply the device's calibration factors to the WTIs (default; see
+        :mod:`wticonv.calibrate`).
 
     Raises
     ------
@@ -248,8 +255,11 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         v.rank = 1
         others = [o for o in verdicts if o is not v]
         return Selection(problem, [v] + others, v, "forced", workspace_limit, [v])
+    from .calibrate import apply_factors
     from .find import apply_records
 
+    if calibrated:
+        apply_factors(registry, device, verdicts)
     if measured:
         apply_records(registry, device, problem, verdicts)
     candidates = [v for v in verdicts if v.applicable and not v.reason]

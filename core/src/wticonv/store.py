@@ -13,6 +13,8 @@ Tables (keyed by device key = platform | device name | driver version):
 - ``program_binaries``: compiled OpenCL program binaries per (device, source + options digest).
 - ``find_db``: find mode's measured time of every solver per (device, problem key), with
   the solver's version and the workspace it used (MIOpen's find-db, :mod:`wticonv.find`).
+- ``calibration``: per (device, solver) correction factors of the WTI models, fitted by
+  ``wticonv calibrate`` (:mod:`wticonv.calibrate`).
 
 Writes are single transactions in WAL mode with a busy timeout, so several processes may
 share the file (a lock held by another process is waited for); a database that is not an
@@ -65,6 +67,15 @@ CREATE TABLE IF NOT EXISTS find_db (
     measured_at REAL NOT NULL,
     PRIMARY KEY (device_key, problem_key, solver_id)
 );
+CREATE TABLE IF NOT EXISTS calibration (
+    device_key TEXT NOT NULL,
+    solver_id TEXT NOT NULL,
+    solver_version TEXT NOT NULL,
+    factor REAL NOT NULL,
+    probes INTEGER NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (device_key, solver_id)
+);
 CREATE TABLE IF NOT EXISTS program_binaries (
     device_key TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -82,6 +93,8 @@ _COLUMNS = {
     "program_binaries": {"device_key", "digest", "binary", "created_at"},
     "find_db": {"device_key", "problem_key", "solver_id", "solver_version", "workspace",
                 "time_ms", "runs", "capped", "measured_at"},
+    "calibration": {"device_key", "solver_id", "solver_version", "factor", "probes",
+                    "measured_at"},
 }
 
 
@@ -112,6 +125,7 @@ class Store:
         self._local = threading.local()
         self._init_lock = threading.Lock()
         self._initialised = False
+        self._factors: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> sqlite3.Connection:
@@ -345,11 +359,63 @@ class Store:
             out[sid] = (ver, int(ws), float(t), int(n), bool(capped))
         return out
 
+    # -------------------------------------------------------------------- calibration
+    def put_calibration(self, device_key: str, factors) -> None:
+        """Replace a device's WTI correction factors, in one transaction.
+
+        ``factors``: iterable of ``(solver_id, solver_version, factor, probes)``.
+
+        Raises
+        ------
+        ValueError
+            If a factor is not a positive finite number (nothing is written).
+        """
+        rows = [(device_key, str(sid), str(ver), float(f), int(k), time.time())
+                for sid, ver, f, k in factors]
+        for row in rows:
+            if not (math.isfinite(row[3]) and row[3] > 0):
+                raise ValueError(f"calibration factor {row[3]!r} of {row[1]} must be a "
+                                 "positive finite number")
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM calibration WHERE device_key = ?", (device_key,))
+            conn.executemany("INSERT INTO calibration VALUES (?, ?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._factors.pop(device_key, None)
+
+    def get_calibration(self, device_key: str) -> dict[str, tuple[str, float]]:
+        """``{solver_id: (solver_version, factor)}`` of a device (cached in memory until
+        this store writes new ones); invalid rows are left out with a warning."""
+        cached = self._factors.get(device_key)
+        if cached is not None:
+            return cached
+        rows = self._connect().execute(
+            "SELECT solver_id, solver_version, factor FROM calibration WHERE device_key = ?",
+            (device_key,)).fetchall()
+        out = {}
+        for sid, ver, f in rows:
+            try:
+                ok = math.isfinite(float(f)) and float(f) > 0
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                warnings.warn(f"wticonv: ignoring a corrupt calibration factor of {sid!r}; "
+                              "run `wticonv calibrate` again", stacklevel=2)
+                continue
+            out[sid] = (ver, float(f))
+        self._factors[device_key] = out
+        return out
+
     def summary(self) -> dict[str, int]:
         """Row counts per table, for ``wticonv cache``."""
         conn = self._connect()
         return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("device_figures", "device_unusable", "program_binaries", "find_db")}
+                for t in ("device_figures", "device_unusable", "program_binaries", "find_db",
+                          "calibration")}
 
     def clear(self) -> None:
         """Delete every record (the file stays)."""
@@ -360,6 +426,7 @@ class Store:
             conn.execute("DELETE FROM device_unusable")
             conn.execute("DELETE FROM program_binaries")
             conn.execute("DELETE FROM find_db")
+            conn.execute("DELETE FROM calibration")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

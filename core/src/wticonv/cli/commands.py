@@ -412,8 +412,43 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 
 @cli.command()
 @_trace_option
+@_json_option
+@_device_option
+@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Batch size of the probe problems.")
+def calibrate(as_json, device, n) -> int:
+    """Fit per-device corrections to the solvers' WTI models (about a minute).
+
+    Every applicable solver runs on 18 probe problems (ResNet-50- and MobileNetV2-like
+    shapes, three directions); each solver's factor, the median of predicted / measured
+    time, is stored for this device and multiplies its WTI from then on (`explain` shows
+    the raw and the calibrated WTI).
+    """
+    from ..calibrate import calibrate as run_calibration
+
+    handle = _handle(device)
+
+    def progress(i, count, p):
+        if not as_json:
+            print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
+
+    factors = run_calibration(handle, n, progress=progress)
+    if as_json:
+        _emit_json({"device": handle.device.info.name,
+                    "factors": {sid: {"factor": f, "probes": k}
+                                for sid, (f, k) in factors.items()}})
+        return 0
+    click.echo(f"calibrated {handle.device.info.name}: WTI x factor "
+               "(factor < 1: slower than its model predicts)")
+    for sid, (f, k) in sorted(factors.items()):
+        click.echo(f"  {sid:22} {f:7.3f}  ({k} probe(s))")
+    return 0
+
+
+@cli.command()
+@_trace_option
 @click.option("--clear", is_flag=True,
-              help="Delete every record (measured figures, binaries, find-db).")
+              help="Delete every record (measured figures, binaries, find-db, calibration).")
 @_json_option
 def cache(clear: bool, as_json: bool) -> int:
     """Show (or clear) the on-disk cache: where it is and what it holds."""

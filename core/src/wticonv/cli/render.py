@@ -106,7 +106,8 @@ def selection(s, device) -> None:
             verdict += f" ({v.note})"
         t.add_row(_num(v.rank, "{}"), v.solver_id, "yes" if v.applicable else "no",
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
-                  _num(v.wti, "{:.3g}"), _bytes(v.workspace), _ms(v.predicted_ms),
+                  _num(v.wti, "{:.3g}") + (f" (raw {v.raw_wti:.3g})" if v.raw_wti else ""),
+                  _bytes(v.workspace), _ms(v.predicted_ms),
                   _ms(v.measured_ms), v.wti_source or "-", verdict)
     _out.print(t)
 

@@ -1,0 +1,103 @@
+"""Per-device corrections to the solvers' WTI models, fitted to a few measured problems.
+
+Each solver's WTI model predicts a time from the device's measured peak and bandwidth and
+constants measured on the development machines; on another machine, or another driver,
+a solver may run uniformly faster or slower than its model says. :func:`calibrate`
+measures every applicable solver on the probe problems (:data:`PROBES`: ResNet-50-like
+and MobileNetV2-like shapes, three directions) and stores, per solver, the median of
+predicted time / measured time as a factor:
+
+    calibrated WTI = raw WTI x factor
+
+(the WTI is inversely proportional to the predicted time, so a solver measured twice as
+slow as predicted gets factor 0.5). Selection multiplies every WTI by its solver's factor
+when the database holds one for this device and the solver's installed version
+(:func:`apply_factors`); ``wticonv explain`` shows the raw and the calibrated WTI. A
+factor fitted to another solver version is ignored. ``wticonv cache --clear`` deletes
+them with everything else.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from .errors import WticonvError
+from .problem import ConvProblem
+
+__all__ = ["PROBES", "calibrate", "apply_factors"]
+
+
+def _probes(n: int) -> list[ConvProblem]:
+    shapes = [
+        ConvProblem(n, 64, 56, 56, 64, 3, 3, pad_h=1, pad_w=1),
+        ConvProblem(n, 256, 28, 28, 128, 1, 1),
+        ConvProblem(n, 512, 7, 7, 512, 3, 3, pad_h=1, pad_w=1),
+        ConvProblem(n, 128, 28, 28, 256, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
+        ConvProblem(n, 3, 112, 112, 32, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
+        ConvProblem(n, 144, 28, 28, 144, 3, 3, pad_h=1, pad_w=1, groups=144),
+    ]
+    return [p.with_direction(d) for p in shapes for d in ("fwd", "bwd", "wrw")]
+
+
+#: The probe problems at N=4 (``calibrate(..., n=...)`` chooses another batch size).
+PROBES = _probes(4)
+
+
+def calibrate(handle, n: int = 4, iterations: int = 3, time_cap_ms: float = 200.0,
+              progress=None) -> dict[str, tuple[float, int]]:
+    """Measure every applicable solver on the probe problems at batch size ``n`` and store
+    each solver's factor (median predicted / measured time) for ``handle``'s device.
+
+    Returns ``{solver_id: (factor, probes measured)}``. Solvers that ran on no probe get
+    no factor. ``progress`` is called with (index, count, problem) before each probe.
+    """
+    from .find import find
+    from .selection import select
+
+    ratios: dict[str, list[float]] = {}
+    probes = _probes(n)
+    for i, p in enumerate(probes):
+        if progress is not None:
+            progress(i, len(probes), p)
+        try:
+            model = select(handle.registry, p, handle.device, measured=False,
+                           calibrated=False)
+        except WticonvError:
+            continue
+        predicted = {v.solver_id: v.predicted_ms for v in model.verdicts
+                     if v.applicable and v.predicted_ms}
+        for r in find(handle, p, iterations, time_cap_ms, record=False):
+            if r.time_ms is not None and r.solver_id in predicted:
+                ratios.setdefault(r.solver_id, []).append(predicted[r.solver_id] / r.time_ms)
+    factors = {sid: (statistics.median(xs), len(xs)) for sid, xs in ratios.items()}
+    handle.device.store.put_calibration(
+        handle.device.key,
+        [(sid, handle.registry.solvers[sid].version, f, k) for sid, (f, k) in factors.items()])
+    handle.forget_selections()
+    return factors
+
+
+def apply_factors(registry, device, verdicts) -> None:
+    """Multiply each applicable verdict's WTI by its solver's stored factor (keeping the
+    raw one in ``raw_wti``); used by selection."""
+    store = getattr(device, "store", None)   # stand-in devices (tests) have none
+    if store is None:
+        return
+    try:
+        factors = store.get_calibration(device.key)
+    except WticonvError:
+        return
+    if not factors:
+        return
+    for v in verdicts:
+        rec = factors.get(v.solver_id)
+        if rec is None or v.wti is None or v.wti <= 0:
+            continue
+        version, factor = rec
+        if version != registry.solvers[v.solver_id].version:
+            continue
+        v.raw_wti = v.wti
+        v.wti = v.wti * factor
+        v.predicted_ms = v.predicted_ms / factor if v.predicted_ms else v.predicted_ms
+        if v.wti_source == "model":
+            v.wti_source = "calibrated"
