@@ -52,6 +52,28 @@ def _limit_option(f):
                         help="Most device workspace a solver may use (default: no limit).")(f)
 
 
+def _network_options(f):
+    """-n/--batch and --directions, for the commands that take a network."""
+    f = click.option("--directions", default="fwd,bwd,wrw", show_default=True,
+                     help="Comma-separated directions: fwd, bwd, wrw, or all.")(f)
+    return click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
+                        help="Batch size N (default: 1 for built-ins; a file's own "
+                             "otherwise).")(f)
+
+
+def _time_cap_option(f):
+    return click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True),
+                        default=1000.0, show_default=True,
+                        help="Kernel time after which a solver's runs are cut short.")(f)
+
+
+def _network_problems(network: str, n: int | None, directions: str) -> list:
+    """Every distinct layer of ``network`` in every requested direction."""
+    net = load_network(network, n)
+    return [layer.problem.with_direction(d) for layer in net.layers
+            for d in parse_directions(directions)]
+
+
 def _handle(device: str | None) -> Handle:
     from ..device import list_devices
     from ..peak import probe_key
@@ -251,10 +273,7 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
 @cli.command()
 @_trace_option
 @click.argument("network", metavar="NETWORK")
-@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
-              help="Batch size N (default: 1 for built-ins; a file's own otherwise).")
-@click.option("--directions", default="fwd,bwd,wrw", show_default=True,
-              help="Comma-separated directions: fwd, bwd, wrw, or all.")
+@_network_options
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed runs per layer and direction after the verification run.")
 @click.option("--no-verify", is_flag=True, help="Skip the comparison with the reference.")
@@ -303,12 +322,8 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
 @_limit_option
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed runs per solver after one warm-up.")
-@click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True), default=1000.0,
-              show_default=True, help="Kernel time after which a solver's runs are cut short.")
-@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
-              help="Batch size N for a network (default: 1 for built-ins).")
-@click.option("--directions", default="fwd,bwd,wrw", show_default=True,
-              help="Directions for a network: fwd, bwd, wrw or all.")
+@_time_cap_option
+@_network_options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
          directions) -> int:
@@ -318,17 +333,13 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
     every distinct layer), a find-db key, or MIOpenDriver conv flags. Immediate mode then
     ranks the timed solvers by their measured time (`wticonv explain` shows "find-db").
     """
-    from ..bench import parse_directions
     from ..find import find as find_problem
-    from ..networks import load_network
 
     if not args:
         raise DriverArgsError("find needs a network (e.g. resnet50), a find-db key or conv "
                               "flags such as -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
     if len(args) == 1 and not args[0].startswith("-") and "NCHW" not in args[0]:
-        net = load_network(args[0], n)
-        problems = [layer.problem.with_direction(d) for layer in net.layers
-                    for d in parse_directions(directions)]
+        problems = _network_problems(args[0], n, directions)
     else:  # -n is taken by this command's option: it is the flags' batch size too
         _, problems = _problem_from(args if n is None else ("-n", str(n)) + tuple(args))
     handle = _handle(device)
@@ -352,14 +363,10 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
 @_device_option
 @_limit_option
 @click.argument("network", metavar="NETWORK")
-@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
-              help="Batch size N (default: 1 for built-ins).")
-@click.option("--directions", default="fwd,bwd,wrw", show_default=True,
-              help="Comma-separated directions: fwd, bwd, wrw, or all.")
+@_network_options
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed runs per solver after one warm-up.")
-@click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True), default=1000.0,
-              show_default=True, help="Kernel time after which a solver's runs are cut short.")
+@_time_cap_option
 @click.option("--csv", "csv_path", default=None, metavar="FILE",
               help="Write every measurement (predicted and measured ms) to this CSV file.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
@@ -375,9 +382,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     """
     from .. import evaluate as ev
 
-    net = load_network(network, n)
-    problems = [layer.problem.with_direction(d) for layer in net.layers
-                for d in parse_directions(directions)]
+    problems = _network_problems(network, n, directions)
     handle = _handle(device)
 
     def progress(i, count, p):

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .programs import round_up as _up
+
 __all__ = ["Params", "PARAMS", "Launch", "Plan", "decline_reason", "kind_of", "wrw_split",
            "plan", "enqueue"]
 
@@ -113,9 +115,6 @@ def kind_of(device) -> str:
     """``"gpu"`` for GPUs, ``"cpu"`` for every other device (CPUs, accelerators)."""
     return "gpu" if device.kind == "gpu" else "cpu"
 
-
-def _up(n: int, m: int) -> int:
-    return -(-n // m) * m
 
 
 def wrw_split(problem, kind: str, compute_units: int,

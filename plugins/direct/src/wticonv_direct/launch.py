@@ -9,12 +9,12 @@ generates code per work-group size on first launch, compiles each kernel once.
 
 from __future__ import annotations
 
-import importlib.resources
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import programs
+from .programs import round_up as _round_up
 
 __all__ = ["Launch", "plan", "enqueue", "WRW_LOCAL", "kernel_source"]
 
@@ -29,13 +29,11 @@ _LOCAL = {"cpu": 64, "gpu": 256}
 _WRW_ITEMS_PER_CU = {"cpu": 256, "gpu": 2048}
 
 _BUILD_OPTIONS = f"-DDIRECT_NAIVE_WRW_LOCAL={WRW_LOCAL}"
-_kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
 
 
 def kernel_source() -> str:
     """The OpenCL C source of the naive kernels (``kernels/naive.cl``)."""
-    return importlib.resources.files("wticonv_direct").joinpath("kernels/naive.cl").read_text()
+    return programs.kernel_source("naive.cl")
 
 
 @dataclass(frozen=True)
@@ -45,10 +43,6 @@ class Launch:
     kernel: str
     global_size: int
     local_size: int
-
-
-def _round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
 
 
 def plan(problem, device) -> Launch:
@@ -66,18 +60,6 @@ def plan(problem, device) -> Launch:
     return Launch("naive_wrw_split", dw_elems * WRW_LOCAL, WRW_LOCAL)
 
 
-def _kernel(device, name: str):
-    with _lock:
-        per_device = _kernels.get(device)
-        if per_device is None:
-            per_device = _kernels[device] = {}
-        k = per_device.get(name)
-        if k is None:
-            prg = device.build(kernel_source(), _BUILD_OPTIONS)
-            k = per_device[name] = getattr(prg, name)
-        return k
-
-
 def enqueue(problem, device, tensors) -> None:
     """Enqueue the kernel of :func:`plan` on ``device.queue``.
 
@@ -89,5 +71,6 @@ def enqueue(problem, device, tensors) -> None:
     sizes = [np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho, p.wo, p.pad_h,
                                    p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
                                    p.dilation_w, p.groups)]
-    device.enqueue_kernel(_kernel(device, launch.kernel), (launch.global_size,),
+    device.enqueue_kernel(programs.kernel(device, "naive.cl", launch.kernel, _BUILD_OPTIONS),
+                          (launch.global_size,),
                           (launch.local_size,), tensors.x, tensors.w, tensors.y, *sizes)

@@ -15,7 +15,7 @@ import weakref
 
 import pyopencl as cl
 
-__all__ = ["kernel_source", "kernel", "LAUNCH_OVERHEAD_S", "device_kind"]
+__all__ = ["kernel_source", "kernel", "LAUNCH_OVERHEAD_S", "device_kind", "round_up"]
 
 #: Seconds per kernel launch, per device kind: an empty kernel's queued-to-end time
 #: (median of 200), 18 us through PoCL 3.1 on the development machines' 2-core EPYC CPU
@@ -25,6 +25,11 @@ LAUNCH_OVERHEAD_S = {"cpu": 18e-6, "gpu": 11e-6}
 _sources: dict[str, str] = {}
 _kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+def round_up(n: int, m: int) -> int:
+    """``n`` rounded up to a multiple of ``m`` (grid sizes to work-group multiples)."""
+    return -(-n // m) * m
 
 
 def device_kind(device) -> str:

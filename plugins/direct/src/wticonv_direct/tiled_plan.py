@@ -17,6 +17,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .programs import round_up as _up
+
 __all__ = ["Maps", "Launch", "Plan", "GpuTile", "GPU_TILES", "CpuParams", "CPU", "maps", "plan",
            "INT32_MAX"]
 
@@ -219,9 +221,6 @@ class Plan:
     traffic_bytes: int   # inputs read and output written once, workspace written and read
     reduction: int = 0   # the longest reduction (q indices) of its launches
 
-
-def _up(n: int, m: int) -> int:
-    return -(-n // m) * m
 
 
 def _cpu_lanes(mp: Maps, dot: bool, vw: int) -> str:
