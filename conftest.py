@@ -56,6 +56,35 @@ def gpu_handle():
 
 
 @pytest.fixture
+def own_store(tmp_path, handle):
+    """A fresh store under ``tmp_path`` that already knows the devices' figures (so nothing
+    is measured again) but holds no find-db, perf-db or calibration records, unlike the
+    shared test store other tests rank with."""
+    from wticonv.device import list_devices
+    from wticonv.store import Store
+
+    store = Store(tmp_path)
+    shared = handle.device.store
+    for info, _ in list_devices():
+        figures = shared.get_device_figures(info.key)
+        if figures is not None:
+            store.put_device_figures(info.key, *figures)
+        reason = shared.get_device_unusable(info.key)
+        if reason is not None:
+            store.put_device_unusable(info.key, reason)
+    return store
+
+
+@pytest.fixture
+def own_handle(own_store, handle):
+    """A handle on the default device that keeps its records in :func:`own_store`."""
+    import wticonv
+    from wticonv.device import select_device
+
+    return wticonv.Handle(select_device(handle.device.info.index, own_store))
+
+
+@pytest.fixture
 def fake_dist(tmp_path, monkeypatch):
     """Write throw-away installed distributions, as ``pip install`` would leave them.
 

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     base = [layer.problem.with_direction(d) for layer in net.layers
             for d in parse_directions("all")]
     handle.select(base[0])  # imports, first-use set-up
-    problems = [p.with_batch(args.n + 1000 + b) for b in range(args.batches) for p in base]
+    problems = [p.with_batch(args.n + 1 + b) for b in range(args.batches) for p in base]
     new, seen = [], []
     for p in problems:
         t = time.perf_counter()

@@ -12,33 +12,10 @@ import pytest
 
 import wticonv
 from wticonv import ConvProblem
-from wticonv.device import list_devices, select_device
 from wticonv.find import find
 from wticonv.store import Store
 
 P = ConvProblem(2, 8, 12, 12, 16, 3, 3, pad_h=1, pad_w=1)
-
-
-def _seed_store(path, handle) -> Store:
-    """A fresh store under ``path`` that already knows the default devices' figures (so
-    nothing is measured again) but holds no find-db records, unlike the shared test store
-    other tests rank with."""
-    store = Store(path)
-    shared = handle.device.store
-    for info, _ in list_devices():
-        figures = shared.get_device_figures(info.key)
-        if figures is not None:
-            store.put_device_figures(info.key, *figures)
-        reason = shared.get_device_unusable(info.key)
-        if reason is not None:
-            store.put_device_unusable(info.key, reason)
-    return store
-
-
-@pytest.fixture
-def own_handle(tmp_path, handle):
-    store = _seed_store(tmp_path, handle)
-    return wticonv.Handle(select_device(handle.device.info.index, store))
 
 
 def test_find_records_and_immediate_mode_ranks_by_measured_time(own_handle):
@@ -118,11 +95,10 @@ def test_concurrent_writers_keep_the_find_db_consistent(tmp_path):
     assert rec == {"a.x": ("1", 0, 40.0, 3, False), "b.y": ("1", 64, 2.0, 3, True)}
 
 
-def test_cli_find_then_explain(tmp_path, handle, monkeypatch, capsys):
+def test_cli_find_then_explain(own_store, monkeypatch, capsys):
     from wticonv.cli import main
 
-    _seed_store(tmp_path, handle)
-    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
     flags = ["-n", "1", "-c", "4", "-H", "9", "-W", "9", "-k", "8", "-y", "3", "-x", "3",
              "-p", "1", "-q", "1", "-F", "1"]
     assert main(["find", *flags, "-i", "2", "--json"]) == 0

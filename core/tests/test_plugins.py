@@ -145,5 +145,5 @@ def test_tracing_prints_hook_calls():
     p = ConvProblem(1, 3, 8, 8, 4, 3, 3)
     reg.call("p.a", "get_wti", problem=p, device=None, workspace_limit=None)
     line = out.getvalue().strip()
-    assert line.startswith(f"wticonv trace: p.a.get_wti(problem={p.key} workspace_limit=None)"
-                           " -> 0.5 [")
+    assert line.startswith(f"wticonv trace: p.a.get_wti(problem={p.key} workspace_limit=None "
+                           "perf_config=None) -> 0.5 [")

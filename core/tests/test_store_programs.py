@@ -27,10 +27,10 @@ def test_store_round_trips(tmp_path):
     assert s2.get_program_binary("dev", "abc") == b"\x00\x01binary"
     assert s2.get_device_unusable("old") == "error: unknown target CPU 'generic'"
     assert s2.summary() == {"device_figures": 1, "device_unusable": 1, "program_binaries": 1,
-                            "find_db": 0, "calibration": 0}
+                            "find_db": 0, "calibration": 0, "perf_db": 0}
     s2.clear()
     assert s.summary() == {"device_figures": 0, "device_unusable": 0, "program_binaries": 0,
-                           "find_db": 0, "calibration": 0}
+                           "find_db": 0, "calibration": 0, "perf_db": 0}
 
 
 def test_corrupt_database_is_moved_aside(tmp_path):

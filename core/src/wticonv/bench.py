@@ -120,8 +120,14 @@ def random_inputs(p: ConvProblem, seed: int) -> dict[str, np.ndarray]:
     """Uniform [-1, 1) float32 inputs of ``p``'s direction, keyed ``x``/``w``/``y``."""
     rng = np.random.default_rng(seed)
     shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
-    return {name: rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-            for name, shape in shapes.items() if name != _OUTPUT[p.direction]}
+    out = {}
+    for name, shape in shapes.items():
+        if name != _OUTPUT[p.direction]:
+            a = rng.random(size=shape, dtype=np.float32)  # drawn in float32: 3x faster
+            a *= 2.0
+            a -= 1.0
+            out[name] = a
+    return out
 
 
 _OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
@@ -171,15 +177,16 @@ class Measurement:
 
 def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True,
             workspace_limit: int | None = None, solver: str | None = None,
-            seed: int = 0) -> Measurement:
+            seed: int = 0, perf_config: str | None = None) -> Measurement:
     """Select, run once on random data, time ``iterations`` more runs (after one warm-up),
-    then verify the first run's result (optionally).
+    then verify the first run's result (optionally). ``perf_config`` forces a perf config
+    of the forced ``solver`` (see :meth:`Handle.select`).
 
     Raises as :meth:`Handle.select` and :meth:`Handle.run`.
     """
     from . import solver_tolerance
 
-    sel = handle.select(p, workspace_limit, solver)
+    sel = handle.select(p, workspace_limit, solver, perf_config)
     dev = handle.device
     shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
     nbytes = {name: 4 * math.prod(shape) for name, shape in shapes.items()}

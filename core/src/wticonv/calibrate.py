@@ -66,7 +66,7 @@ def calibrate(handle, n: int = 4, iterations: int = 3, time_cap_ms: float = 200.
             continue
         predicted = {v.solver_id: v.predicted_ms for v in model.verdicts
                      if v.applicable and v.predicted_ms}
-        for r in find(handle, p, iterations, time_cap_ms, record=False):
+        for r in find(handle, p, iterations, time_cap_ms, record=False, search=False):
             if r.time_ms is not None and r.solver_id in predicted:
                 ratios.setdefault(r.solver_id, []).append(predicted[r.solver_id] / r.time_ms)
     factors = {sid: (statistics.median(xs), len(xs)) for sid, xs in ratios.items()}

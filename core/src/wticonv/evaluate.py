@@ -1,7 +1,9 @@
 """How good is the immediate-mode fallback? Its choice against the fastest solver measured.
 
 For each problem, :func:`evaluate` times every applicable solver (find mode,
-:func:`wticonv.find.find`, which also records the times in the find-db) and compares:
+:func:`wticonv.find.find`, which also records the times in the find-db; tunable solvers
+with the perf config immediate mode gives them, the perf-db's or their default, not
+searched) and compares:
 
 - the fallback's choice *by the WTI models alone* (find-db records ignored, as on a
   machine where find mode never ran);
@@ -80,7 +82,7 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
     for i, p in enumerate(problems):
         if progress is not None:
             progress(i, len(problems), p)
-        results = find(handle, p, iterations, time_cap_ms, workspace_limit)
+        results = find(handle, p, iterations, time_cap_ms, workspace_limit, search=False)
         measured = {r.solver_id: r.time_ms for r in results if r.time_ms is not None}
         if not measured:
             continue

@@ -4,10 +4,12 @@ Where immediate mode predicts (each solver's WTI), find mode measures: every ins
 solver that applies (dynamic or not) runs the problem on random data, one warm-up run and
 then up to ``iterations`` timed runs (kernel time, OpenCL profiling events), stopping early
 once a solver has used ``time_cap_ms`` so that a very slow solver is cut short rather than
-skipped. The median of its timed runs is recorded in the find-db (the ``find_db`` table of
-:class:`~wticonv.store.Store`), keyed by device key (platform, device name, driver
-version), problem key (MIOpen's find-db format) and solver id, with the solver's version
-and the workspace it used.
+skipped. Tunable solvers are first tuned (every perf config they offer is timed and the
+fastest stored in the perf-db, :mod:`wticonv.tune`) unless ``search=False``; each solver is
+then timed with the perf config immediate mode would give it. The median of its timed runs
+is recorded in the find-db (the ``find_db`` table of :class:`~wticonv.store.Store`), keyed
+by device key (platform, device name, driver version), problem key (MIOpen's find-db
+format) and solver id, with the solver's version and the workspace it used.
 
 Immediate mode then uses the records (:func:`apply_records`): a candidate whose record
 matches its installed version and its planned workspace is ranked by its measured time,
@@ -18,13 +20,18 @@ plan (a different ``workspace_limit``). ``wticonv cache --clear`` deletes them.
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .errors import WticonvError
 from .problem import ConvProblem
+from .tensors import ConvTensors
 
-__all__ = ["FindResult", "find", "apply_records", "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
+__all__ = ["FindResult", "find", "timed", "problem_tensors", "apply_records", "DEFAULT_ITERATIONS",
+           "DEFAULT_TIME_CAP_MS"]
 
 #: Timed runs per solver after the warm-up (fewer when the time cap is reached).
 DEFAULT_ITERATIONS = 5
@@ -49,6 +56,8 @@ class FindResult:
         Bytes it used.
     reason : str
         Why it did not run ("" when it ran).
+    perf_config : str or None
+        The perf config it ran with (None: the solver's default, or not tunable).
     """
 
     solver_id: str
@@ -58,11 +67,65 @@ class FindResult:
     capped: bool = False
     workspace: int = 0
     reason: str = ""
+    perf_config: str | None = None
+
+
+@contextmanager
+def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[ConvTensors]:
+    """Device buffers for ``problem``'s three tensors, the inputs random (uniform [-1, 1)),
+    allocated and uploaded once for every solver timed on it, released afterwards.
+
+    Raises
+    ------
+    DeviceMemoryError, HostMemoryError
+        If a tensor does not fit the device's largest buffer or the host's memory.
+    """
+    from .bench import _OUTPUT, _check_host, random_inputs
+
+    dev = handle.device
+    shapes = {"x": problem.x_shape, "w": problem.w_shape, "y": problem.y_shape}
+    for name, shape in shapes.items():
+        dev.check_alloc(4 * math.prod(shape), f"tensor {name} {shape}")
+    _check_host(sum(4 * math.prod(s) for s in shapes.values()), f"the arrays of {problem.key}")
+    data = random_inputs(problem, seed)
+    bufs = {}
+    try:
+        for name, shape in shapes.items():
+            bufs[name] = (dev.upload(data.pop(name)) if name != _OUTPUT[problem.direction]
+                          else dev.alloc(4 * math.prod(shape)))
+        yield ConvTensors(bufs["x"], bufs["w"], bufs["y"])
+    finally:
+        for b in bufs.values():
+            b.release()
+
+
+def timed(handle, problem: ConvProblem, iterations: int, time_cap_ms: float,
+          workspace_limit: int | None, solver: str, perf_config: str | None = None,
+          tensors: ConvTensors | None = None) -> tuple[float, int, bool, int, str | None]:
+    """Time one solver (forced) on ``problem``: one untimed run (kernel builds, warm-up),
+    then timed runs until ``iterations`` of them or ``time_cap_ms`` of kernel time (at
+    least one). ``tensors`` (from :func:`problem_tensors`) are allocated when not given.
+
+    Returns (median ms, timed runs, cut short by the cap, workspace bytes, perf config
+    used). Raises as :meth:`Handle.select` and :meth:`Handle.run`.
+    """
+    if tensors is None:
+        with problem_tensors(handle, problem) as t:
+            return timed(handle, problem, iterations, time_cap_ms, workspace_limit, solver,
+                         perf_config, t)
+    sel = handle.select(problem, workspace_limit, solver, perf_config)
+    first = handle.run(problem, tensors, selection=sel)
+    sel = first.selection_used()
+    times: list[float] = []
+    while len(times) < iterations and (not times or sum(times) < time_cap_ms):
+        times.append(handle.run(problem, tensors, selection=sel).kernel_ms)
+    return (statistics.median(times), len(times), len(times) < iterations, first.workspace,
+            first.verdict.perf_config if first.verdict is not None else perf_config)
 
 
 def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
          time_cap_ms: float = DEFAULT_TIME_CAP_MS, workspace_limit: int | None = None,
-         record: bool = True) -> list[FindResult]:
+         record: bool = True, search: bool = True) -> list[FindResult]:
     """Time every applicable solver of ``handle`` on ``problem``; fastest first.
 
     Parameters
@@ -76,36 +139,43 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
     workspace_limit : int, optional
         Most workspace a solver may use, bytes.
     record : bool
-        Store the results in the find-db (replacing the problem's earlier records).
+        Store the results in the find-db (replacing the problem's earlier records), and
+        the tuned perf configs in the perf-db.
+    search : bool
+        Tune the tunable solvers first (:func:`wticonv.tune.tune`, every perf config they
+        offer) and time them with their fastest; False times them with the perf config
+        immediate mode would give them (the perf-db's, else their default).
 
     Raises
     ------
     ValueError
         If ``iterations`` < 1 or ``time_cap_ms`` <= 0.
     """
-    from .bench import measure
-
     if iterations < 1 or not time_cap_ms > 0:
         raise ValueError(f"iterations={iterations!r} must be >= 1 and "
                          f"time_cap_ms={time_cap_ms!r} > 0")
-    results = []
-    for sid in handle.registry.ids():
-        version = handle.registry.solvers[sid].version
-        r = FindResult(sid, version)
-        try:
-            first = measure(handle, problem, 1, verify=False, workspace_limit=workspace_limit,
-                            solver=sid)
-            times = list(first.kernel_ms)
-            r.workspace = first.workspace
-            more = min(iterations - 1, int(time_cap_ms // max(times[0], 1e-6)) - 1)
-            if more > 0:
-                times += measure(handle, problem, more, verify=False,
-                                 workspace_limit=workspace_limit, solver=sid).kernel_ms
-            r.capped = len(times) < iterations
-            r.time_ms, r.runs = statistics.median(times), len(times)
-        except WticonvError as e:
+    results = [FindResult(sid, handle.registry.solvers[sid].version)
+               for sid in handle.registry.ids()]
+    try:
+        with problem_tensors(handle, problem) as tensors:
+            tuned = {}
+            if search:
+                from .tune import tune
+
+                tuned = {t.solver_id: t for t in tune(handle, problem, workspace_limit,
+                                                      iterations, time_cap_ms, record=record,
+                                                      tensors=tensors) if t.best_config}
+            for r in results:
+                config = tuned[r.solver_id].best_config if r.solver_id in tuned else None
+                try:
+                    r.time_ms, r.runs, r.capped, r.workspace, r.perf_config = timed(
+                        handle, problem, iterations, time_cap_ms, workspace_limit,
+                        r.solver_id, config, tensors)
+                except WticonvError as e:
+                    r.reason = str(e).splitlines()[0]
+    except WticonvError as e:           # the tensors themselves do not fit
+        for r in results:
             r.reason = str(e).splitlines()[0]
-        results.append(r)
     ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
     if record:
         handle.forget_selections()

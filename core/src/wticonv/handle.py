@@ -85,18 +85,20 @@ class Handle:
         return f"<Handle {self.device!r} solvers={self.registry.ids()}>"
 
     def select(self, problem: ConvProblem, workspace_limit: int | None = None,
-               solver: str | None = None) -> Selection:
-        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`).
+               solver: str | None = None, perf_config: str | None = None) -> Selection:
+        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`; a
+        ``perf_config`` may be forced together with ``solver``).
 
         Selections are remembered per handle (problem, workspace limit, forced solver), so
         a problem seen before costs a dictionary lookup; :meth:`forget_selections` drops
         them (find mode does, after recording new times). The returned object is shared:
         treat it as read-only.
         """
-        key = (problem, workspace_limit, solver)
+        key = (problem, workspace_limit, solver, perf_config)
         sel = self._selections.get(key)
         if sel is None:
-            sel = select(self.registry, problem, self.device, workspace_limit, solver)
+            sel = select(self.registry, problem, self.device, workspace_limit, solver,
+                         perf_config=perf_config)
             with self._lock:
                 if len(self._selections) >= SELECTION_CACHE_SIZE:
                     self._selections.clear()
@@ -145,7 +147,7 @@ class Handle:
                     with self.device.profile() as prof:
                         self.registry.call(v.solver_id, "run", problem=problem,
                                            device=self.device, tensors=tensors,
-                                           workspace=workspace)
+                                           workspace=workspace, perf_config=v.perf_config)
                     if wait:
                         self.device.queue.finish()
                 except WticonvError as e:

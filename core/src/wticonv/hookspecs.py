@@ -10,6 +10,13 @@ Order of calls for one problem (immediate mode)::
 
     is_applicable -> (if applicable) is_dynamic, workspace_size, get_wti -> rank -> run
 
+A solver with kernel parameters worth searching (tile sizes, splits) may also implement
+the optional ``perf_configs`` hook: it is then *tunable*. ``wticonv tune`` times each perf
+config it lists and stores the fastest in the perf-db; the core passes the stored one (or
+None, meaning the solver's own heuristic default) as ``perf_config`` to ``get_wti``,
+``workspace_size`` and ``run``. Solvers that are not tunable leave ``perf_config`` out of
+their signatures and never see it.
+
 ``is_applicable``, ``is_dynamic``, ``get_wti`` and ``workspace_size`` are *queries*: they
 are called for every installed solver whenever a new problem is ranked, so they must be
 fast (microseconds), deterministic and free of side effects: no kernel builds, no device
@@ -33,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .problem import ConvProblem
     from .tensors import ConvTensors
 
-__all__ = ["hookspec", "hookimpl", "Decline", "SolverSpec", "HOOK_NAMES", "WTI_UNKNOWN"]
+__all__ = ["hookspec", "hookimpl", "Decline", "SolverSpec", "HOOK_NAMES", "OPTIONAL_HOOK_NAMES",
+           "PERF_CONFIG_HOOKS", "WTI_UNKNOWN"]
 
 #: The pluggy project name of wticonv's hooks.
 PROJECT_NAME = "wticonv"
@@ -49,6 +57,10 @@ WTI_UNKNOWN = -2.0
 
 #: Every hook a solver must implement.
 HOOK_NAMES = ("is_applicable", "is_dynamic", "get_wti", "workspace_size", "run")
+#: Hooks a solver may implement: ``perf_configs`` makes it *tunable* (``wticonv tune``).
+OPTIONAL_HOOK_NAMES = ("perf_configs",)
+#: Hooks that receive the perf config the solver is to use (None: its own default).
+PERF_CONFIG_HOOKS = ("get_wti", "workspace_size", "run")
 
 
 class Decline:
@@ -123,11 +135,13 @@ class SolverSpec:
 
     @hookspec(firstresult=True)
     def get_wti(self, problem: ConvProblem, device: Device,
-                workspace_limit: int | None) -> float:
+                workspace_limit: int | None, perf_config: str | None) -> float:
         """Predicted Wall-Time Index of this solver on ``problem``.
 
         **When called:** during ranking, only if ``is_applicable`` returned true, with the
         same ``workspace_limit`` (a solver that works in chunks may predict the chunks).
+        ``perf_config`` is the perf config the solver would run with (tunable solvers
+        only, see :meth:`perf_configs`; None: the solver's default).
 
         **Returns:** the predicted fraction of ``device.peak_flops`` (FP32 FLOP/s) that the
         solver reaches, counted as if the direct algorithm ran (``problem.flops``): the
@@ -142,11 +156,12 @@ class SolverSpec:
 
     @hookspec(firstresult=True)
     def workspace_size(self, problem: ConvProblem, device: Device,
-                       workspace_limit: int | None) -> int:
+                       workspace_limit: int | None, perf_config: str | None) -> int:
         """Scratch device memory this solver will use for ``problem``, in bytes.
 
         **When called:** during ranking, after ``is_applicable`` said yes, with the same
-        ``workspace_limit``; the answer is the size of the workspace ``run`` receives.
+        ``workspace_limit`` and ``perf_config`` (as for :meth:`get_wti`); the answer is the
+        size of the workspace ``run`` receives.
 
         **Returns:** an exact, non-negative integer number of bytes; 0 when no workspace is
         needed. A solver that can work in pieces (e.g. a batch in chunks) returns what it
@@ -156,7 +171,7 @@ class SolverSpec:
 
     @hookspec(firstresult=True)
     def run(self, problem: ConvProblem, device: Device, tensors: ConvTensors,
-            workspace: Any) -> None:
+            workspace: Any, perf_config: str | None) -> None:
         """Compute ``problem`` on ``device``.
 
         **When called:** after the solver was chosen (or forced), with device buffers
@@ -169,6 +184,7 @@ class SolverSpec:
         for ``wrw`` it reads x and y (dy) and writes w (dw). The output holds arbitrary
         values on entry and must be fully overwritten. ``workspace`` is a
         ``pyopencl.Buffer`` of at least ``workspace_size`` bytes, or ``None`` when that is 0.
+        ``perf_config`` is the one ``workspace_size`` was asked about (None: the default).
 
         **Returns:** ``None``. Kernels are enqueued on ``device.queue`` (through
         ``device.enqueue_kernel`` so that their time is measured); the call may return
@@ -178,4 +194,32 @@ class SolverSpec:
         build programs per problem size (use ``device.build`` with size-independent
         sources and options, and pass sizes as kernel arguments), or block on the queue
         unless it must.
+        """
+
+    @hookspec(firstresult=True)
+    def perf_configs(self, problem: ConvProblem, device: Device,
+                     workspace_limit: int | None) -> list[str]:
+        """The perf configs this solver can run ``problem`` with (optional hook).
+
+        Implement it only if the solver is *tunable*: it has kernel parameters (tile sizes,
+        work-group shapes, reduction splits) whose best values the heuristic behind its
+        default may miss. ``wticonv tune`` and ``wticonv find`` time every perf config
+        listed and store the fastest in the perf-db; immediate mode then passes it as
+        ``perf_config`` to :meth:`get_wti`, :meth:`workspace_size` and :meth:`run`.
+
+        **When called:** by ``wticonv tune`` / ``find`` for applicable problems, and when
+        immediate mode checks a perf-db record before using it.
+
+        **Arguments:** as for :meth:`is_applicable`; list only the perf configs whose
+        workspace fits ``workspace_limit`` (bytes, None: no limit).
+
+        **Returns:** a list of distinct, non-empty strings of at most 100 printable
+        characters (e.g. ``"64x128/s4"``), each a name the solver's other hooks accept as
+        ``perf_config``; an empty list when there is nothing to tune for this problem. A
+        perf-db record naming a config that is not listed is reported, ignored and
+        deleted: the solver's default runs instead.
+
+        **Must not:** build or run anything; it may take up to a millisecond. The perf
+        configs must not change what the solver computes, only how fast, and must keep
+        it dynamic (one build per perf config serves every N, H and W).
         """

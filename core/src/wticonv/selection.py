@@ -6,7 +6,8 @@ workspace (ascending), then solver id, and the first one runs. This is MIOpen's
 "Immediate Mode fallback" (MIOpen documentation, *Find and Immediate Mode*), with the
 solver id as a final, deterministic tie-break. Candidates that find mode has timed on this
 device (a valid find-db record for their version and workspace, :mod:`wticonv.find`) come
-first, fastest measured time first.
+first, fastest measured time first. Tunable solvers are asked about the perf config the
+perf-db holds for the problem (:mod:`wticonv.tune`), else about their default.
 
 Every selection explains itself: one :class:`Verdict` per installed solver.
 """
@@ -56,8 +57,14 @@ class Verdict:
         The solver's own WTI before calibration (None when no factor applied).
     measured_ms : float or None
         The find-db's measured time, ms, when ``wti_source == "find-db"``.
+    perf_config : str or None
+        The perf config the solver is asked about and runs with (tunable solvers); None:
+        the solver's default.
+    perf_source : str
+        Where ``perf_config`` came from: ``"perf-db"``, ``"forced"``, or ``"default"``
+        (tunable solvers only; "" for the others).
     note : str
-        Remarks on the ranking (e.g. a stale find-db record that was ignored).
+        Remarks on the ranking (e.g. a stale find-db or perf-db record that was ignored).
     rank : int or None
         1-based position among the candidates.
     chosen : bool
@@ -74,6 +81,8 @@ class Verdict:
     wti_source: str = ""
     measured_ms: float | None = None
     raw_wti: float | None = None
+    perf_config: str | None = None
+    perf_source: str = ""
     note: str = ""
     rank: int | None = None
     chosen: bool = False
@@ -130,8 +139,33 @@ def _warn(sid: str, problem: ConvProblem, what: str) -> None:
                   "for this problem", SolverWarning, stacklevel=4)
 
 
+class _NotOffered(ValueError):
+    """A forced perf config the solver does not offer (the caller's mistake, no warning)."""
+
+
+def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, device: Device,
+                 workspace_limit: int | None, forced_config: str | None) -> None:
+    """Set ``v.perf_config`` / ``perf_source`` of a tunable solver (forced, perf-db or
+    default); a forced perf config the solver does not offer raises ValueError."""
+    from .tune import offered_perf_configs, stored_perf_config
+
+    if forced_config is not None:
+        offered = offered_perf_configs(registry, v.solver_id, problem, device, None)
+        if forced_config not in offered:
+            raise _NotOffered(f"perf config {forced_config!r} is not offered for this problem "
+                             f"(offered: {', '.join(offered) or 'none'})")
+        v.perf_config, v.perf_source = forced_config, "forced"
+        return
+    v.perf_config, note = stored_perf_config(registry, v.solver_id, problem, device,
+                                             workspace_limit)
+    v.perf_source = "perf-db" if v.perf_config is not None else "default"
+    if note:
+        v.note = note
+
+
 def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: Device,
-              workspace_limit: int | None, forced: bool) -> Verdict:
+              workspace_limit: int | None, forced: bool,
+              forced_config: str | None = None) -> Verdict:
     entry = registry.solvers[sid]
     v = Verdict(solver_id=sid, distribution=entry.distribution)
     if sid in registry.disabled and not forced:
@@ -146,20 +180,26 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
             return v
         hook = "is_dynamic"
         v.dynamic = bool(registry.call(sid, hook))
+        if entry.tunable:
+            hook = "perf_configs"
+            _perf_config(registry, v, problem, device, workspace_limit, forced_config)
         hook = "workspace_size"
         ws = registry.call(sid, hook, problem=problem, device=device,
-                           workspace_limit=workspace_limit)
+                           workspace_limit=workspace_limit, perf_config=v.perf_config)
         if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
             raise ValueError(f"workspace_size returned {ws!r}, not a non-negative int (bytes)")
         v.workspace = int(ws)
         hook = "get_wti"
         wti = registry.call(sid, hook, problem=problem, device=device,
-                            workspace_limit=workspace_limit)
+                            workspace_limit=workspace_limit, perf_config=v.perf_config)
         if isinstance(wti, bool) or not isinstance(wti, (int, float)) or not math.isfinite(wti) \
                 or (wti < 0 and wti != WTI_UNKNOWN):
             raise ValueError(f"get_wti returned {wti!r}, not a finite WTI >= 0 or -2.0")
         v.wti = float(wti)
         v.wti_source = "model"
+    except _NotOffered as e:
+        v.reason = str(e)
+        return v
     except Exception as e:  # noqa: BLE001 - a misbehaving solver never stops selection
         _warn(sid, problem, f"failed in {hook}: {type(e).__name__}: {e}")
         v.reason = f"{hook} failed: {type(e).__name__}: {e}"
@@ -197,7 +237,8 @@ def _tensor_too_big(problem: ConvProblem, device: Device) -> str:
 
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
            workspace_limit: int | None = None, solver: str | None = None,
-           measured: bool = True, calibrated: bool = True) -> Selection:
+           measured: bool = True, calibrated: bool = True,
+           perf_config: str | None = None) -> Selection:
     """Rank every installed solver for ``problem`` on ``device`` and choose one.
 
     Parameters
@@ -213,6 +254,8 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     calibrated : bool
         Apply the device's calibration factors to the WTIs (default; see
         :mod:`wticonv.calibrate`).
+    perf_config : str, optional
+        Force this perf config of the forced (tunable) ``solver``.
 
     Raises
     ------
@@ -229,13 +272,18 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         raise ArgumentError(f"workspace_limit={workspace_limit!r} must be a non-negative "
                             "integer number of bytes, or None for no limit")
     if solver is not None:
-        registry.get(solver)
+        entry = registry.get(solver)
+        if perf_config is not None and not entry.tunable:
+            raise ArgumentError(f"solver {solver!r} is not tunable: it takes no perf config")
+    elif perf_config is not None:
+        raise ArgumentError("a perf config can only be forced together with its solver")
     too_big = _tensor_too_big(problem, device)
     if too_big:
         verdicts = [Verdict(sid, registry.solvers[sid].distribution, reason=too_big)
                     for sid in registry.ids()]
     else:
-        verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver)
+        verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver,
+                              perf_config if sid == solver else None)
                     for sid in registry.ids()]
     if solver is not None:
         v = next(v for v in verdicts if v.solver_id == solver)

@@ -15,6 +15,8 @@ Tables (keyed by device key = platform | device name | driver version):
   the solver's version and the workspace it used (MIOpen's find-db, :mod:`wticonv.find`).
 - ``calibration``: per (device, solver) correction factors of the WTI models, fitted by
   ``wticonv calibrate`` (:mod:`wticonv.calibrate`).
+- ``perf_db``: the fastest perf config of each tunable solver per (device, problem key),
+  found by ``wticonv tune`` (:mod:`wticonv.tune`), with its time and the default's.
 
 Writes are single transactions in WAL mode with a busy timeout, so several processes may
 share the file (a lock held by another process is waited for); a database that is not an
@@ -38,6 +40,7 @@ from pathlib import Path
 import platformdirs
 
 from .errors import StoreError
+from .records import Records
 
 __all__ = ["Store", "default_cache_dir"]
 
@@ -76,6 +79,17 @@ CREATE TABLE IF NOT EXISTS calibration (
     measured_at REAL NOT NULL,
     PRIMARY KEY (device_key, solver_id)
 );
+CREATE TABLE IF NOT EXISTS perf_db (
+    device_key TEXT NOT NULL,
+    problem_key TEXT NOT NULL,
+    solver_id TEXT NOT NULL,
+    solver_version TEXT NOT NULL,
+    perf_config TEXT NOT NULL,
+    time_ms REAL NOT NULL,
+    default_ms REAL NOT NULL,
+    tuned_at REAL NOT NULL,
+    PRIMARY KEY (device_key, problem_key, solver_id)
+);
 CREATE TABLE IF NOT EXISTS program_binaries (
     device_key TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -95,9 +109,11 @@ _COLUMNS = {
                 "time_ms", "runs", "capped", "measured_at"},
     "calibration": {"device_key", "solver_id", "solver_version", "factor", "probes",
                     "measured_at"},
+    "perf_db": {"device_key", "problem_key", "solver_id", "solver_version", "perf_config",
+                "time_ms", "default_ms", "tuned_at"},
 }
-
-
+_TABLES = ("device_figures", "device_unusable", "program_binaries", "find_db", "calibration",
+           "perf_db")
 def _is_busy(e: sqlite3.OperationalError) -> bool:
     text = str(e).lower()
     return "locked" in text or "busy" in text
@@ -109,7 +125,7 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path(platformdirs.user_cache_dir("wticonv"))
 
 
-class Store:
+class Store(Records):
     """The SQLite database of one cache directory (thread-safe: one connection per thread).
 
     Parameters
@@ -126,6 +142,7 @@ class Store:
         self._init_lock = threading.Lock()
         self._initialised = False
         self._factors: dict[str, dict] = {}
+        self._perf: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> sqlite3.Connection:
@@ -231,15 +248,22 @@ class Store:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
 
-    def _write(self, sql: str, params: tuple) -> None:
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (taken at once, so writers queue instead of deadlocking);
+        rolled back if the block raises, so a record is written whole or not at all."""
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(sql, params)
+            yield conn
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _write(self, sql: str, params: tuple) -> None:
+        with self._transaction() as conn:
+            conn.execute(sql, params)
 
     def close(self) -> None:
         """Close this thread's connection (others close when their thread ends)."""
@@ -306,128 +330,15 @@ class Store:
         self._write("DELETE FROM program_binaries WHERE device_key = ? AND digest = ?",
                     (device_key, digest))
 
-    # ------------------------------------------------------------------------ find-db
-    def put_find_records(self, device_key: str, problem_key: str, records) -> None:
-        """Replace the find-db records of one problem on one device, in one transaction.
-
-        ``records``: iterable of ``(solver_id, solver_version, workspace_bytes, time_ms,
-        runs, capped)``.
-
-        Raises
-        ------
-        ValueError
-            If a record's time is not a positive finite number, its workspace is negative
-            or its run count below 1 (nothing is written).
-        """
-        rows = [(device_key, problem_key, str(sid), str(ver), int(ws), float(t), int(n),
-                 int(bool(capped)), time.time()) for sid, ver, ws, t, n, capped in records]
-        for row in rows:
-            if not (math.isfinite(row[5]) and row[5] > 0 and row[4] >= 0 and row[6] >= 1):
-                raise ValueError(f"find-db record {row[2:8]} is invalid: the time must be a "
-                                 "positive finite number of ms, the workspace >= 0, runs >= 1")
-        conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("DELETE FROM find_db WHERE device_key = ? AND problem_key = ?",
-                         (device_key, problem_key))
-            conn.executemany("INSERT INTO find_db VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    def get_find_records(self, device_key: str, problem_key: str) -> dict[str, tuple]:
-        """``{solver_id: (solver_version, workspace_bytes, time_ms, runs, capped)}`` for one
-        problem on one device. Rows whose values are not valid (a time that is not a
-        positive finite number, a negative workspace) are left out with a warning: a
-        corrupt record is ignored, never trusted."""
-        rows = self._connect().execute(
-            "SELECT solver_id, solver_version, workspace, time_ms, runs, capped FROM find_db "
-            "WHERE device_key = ? AND problem_key = ?", (device_key, problem_key)).fetchall()
-        out = {}
-        for sid, ver, ws, t, n, capped in rows:
-            try:
-                ok = (isinstance(sid, str) and isinstance(ver, str) and int(ws) >= 0
-                      and math.isfinite(float(t)) and float(t) > 0 and int(n) >= 1)
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                warnings.warn(f"wticonv: ignoring a corrupt find-db record of solver {sid!r} "
-                              f"for {problem_key}; run `wticonv find` again to replace it",
-                              stacklevel=2)
-                continue
-            out[sid] = (ver, int(ws), float(t), int(n), bool(capped))
-        return out
-
-    # -------------------------------------------------------------------- calibration
-    def put_calibration(self, device_key: str, factors) -> None:
-        """Replace a device's WTI correction factors, in one transaction.
-
-        ``factors``: iterable of ``(solver_id, solver_version, factor, probes)``.
-
-        Raises
-        ------
-        ValueError
-            If a factor is not a positive finite number (nothing is written).
-        """
-        rows = [(device_key, str(sid), str(ver), float(f), int(k), time.time())
-                for sid, ver, f, k in factors]
-        for row in rows:
-            if not (math.isfinite(row[3]) and row[3] > 0):
-                raise ValueError(f"calibration factor {row[3]!r} of {row[1]} must be a "
-                                 "positive finite number")
-        conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("DELETE FROM calibration WHERE device_key = ?", (device_key,))
-            conn.executemany("INSERT INTO calibration VALUES (?, ?, ?, ?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        self._factors.pop(device_key, None)
-
-    def get_calibration(self, device_key: str) -> dict[str, tuple[str, float]]:
-        """``{solver_id: (solver_version, factor)}`` of a device (cached in memory until
-        this store writes new ones); invalid rows are left out with a warning."""
-        cached = self._factors.get(device_key)
-        if cached is not None:
-            return cached
-        rows = self._connect().execute(
-            "SELECT solver_id, solver_version, factor FROM calibration WHERE device_key = ?",
-            (device_key,)).fetchall()
-        out = {}
-        for sid, ver, f in rows:
-            try:
-                ok = math.isfinite(float(f)) and float(f) > 0
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                warnings.warn(f"wticonv: ignoring a corrupt calibration factor of {sid!r}; "
-                              "run `wticonv calibrate` again", stacklevel=2)
-                continue
-            out[sid] = (ver, float(f))
-        self._factors[device_key] = out
-        return out
-
     def summary(self) -> dict[str, int]:
         """Row counts per table, for ``wticonv cache``."""
         conn = self._connect()
-        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("device_figures", "device_unusable", "program_binaries", "find_db",
-                          "calibration")}
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _TABLES}
 
     def clear(self) -> None:
         """Delete every record (the file stays)."""
-        conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("DELETE FROM device_figures")
-            conn.execute("DELETE FROM device_unusable")
-            conn.execute("DELETE FROM program_binaries")
-            conn.execute("DELETE FROM find_db")
-            conn.execute("DELETE FROM calibration")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        with self._transaction() as conn:
+            for table in _TABLES:
+                conn.execute(f"DELETE FROM {table}")
+        self._factors.clear()
+        self._perf.clear()

@@ -12,7 +12,7 @@ import pytest
 
 from wticonv import WTI_UNKNOWN, ConvProblem, Decline, reference, rms_range
 from wticonv.testing import EDGE_SHAPES
-from wticonv_direct import programs, tiled_plan
+from wticonv_direct import programs, tiled_configs, tiled_plan
 from wticonv_direct.tiled import declines, solver
 
 P = ConvProblem
@@ -73,11 +73,15 @@ def test_layer_shapes(handle, name, direction):
     _check(handle, LAYERS[name].with_direction(direction))
 
 
-def _run_plan(device, p, kind, data, limit=None):
-    """Enqueue the plan made for device ``kind`` on ``device`` and return the output."""
-    pl = tiled_plan.plan(p, kind, 132 if kind == "gpu" else device.info.compute_units, limit,
-                         62.6e12 if kind == "gpu" else device.peak_flops,
-                         4.1e12 if kind == "gpu" else device.bandwidth)
+def _run_plan(device, p, kind, data, limit=None, config=None):
+    """Enqueue the plan made for device ``kind`` on ``device`` (perf config ``config``, or
+    the default) and return the output."""
+    if config is not None:
+        pl = tiled_configs.config_plan(p, kind, config)
+    else:
+        pl = tiled_plan.plan(p, kind, 132 if kind == "gpu" else device.info.compute_units,
+                             limit, 62.6e12 if kind == "gpu" else device.peak_flops,
+                             4.1e12 if kind == "gpu" else device.bandwidth)
     bufs = {k: device.upload(v) for k, v in data.items()}
     bufs["ws"] = device.alloc(max(pl.workspace_bytes, 4))
     for launch in pl.launches:
@@ -106,6 +110,42 @@ def test_both_kernel_families_on_this_device(handle, kind, name, direction):
 
 
 @KINDS
+@pytest.mark.parametrize("direction", DIRS)
+@pytest.mark.parametrize("name", ["past every block", "resnet 3x3 7x7", "mobilenet stem 3x3 s2"])
+def test_every_perf_config_of_both_kernel_families(handle, kind, name, direction):
+    p = LAYERS[name].with_direction(direction)
+    cus = 132 if kind == "gpu" else handle.device.info.compute_units
+    configs = tiled_configs.perf_configs(p, kind, cus)
+    assert len(configs) >= (1 if p.n == 1 and kind == "cpu" and direction == "wrw" else 2)
+    d = _data(p, 3)
+    given = {k: v for k, v in d.items() if k != OUT[direction]}
+    ref = reference(p, **given)
+    for cfg in configs:
+        d[OUT[direction]][:] = np.nan
+        result, pl = _run_plan(handle.device, p, kind, d, config=cfg)
+        assert rms_range(result, ref) < solver.tolerance, cfg
+        if "/s" in cfg or (kind == "cpu" and cfg[0] == "s" and cfg != "s1"):
+            assert pl.splits == int(cfg.rsplit("s", 1)[1]) > 1, cfg
+    # names fit the hook's contract; unknown names are refused
+    assert len(set(configs)) == len(configs) and all(0 < len(c) <= 100 for c in configs)
+    with pytest.raises(ValueError, match="no perf config"):
+        tiled_configs.config_plan(p, kind, "nonsense")
+
+
+def test_perf_configs_honour_the_workspace_limit(handle):
+    p = LAYERS["resnet 3x3 7x7"].with_direction("wrw")
+    assert tiled_configs.perf_configs(p, "cpu", 2, 0) == ["s1"]
+    long = LAYERS["resnet 3x3 7x7"]      # few blocks, a long reduction: GPU splits
+    assert any("/s" in c for c in tiled_configs.perf_configs(long, "gpu", 132))
+    assert all("/s" not in c for c in tiled_configs.perf_configs(long, "gpu", 132, 0))
+    f = P(2, 64, 56, 56, 64, 3, 3, pad_h=1, pad_w=1)
+    assert "v16+pack" in tiled_configs.perf_configs(f, "cpu", 2)
+    assert tiled_configs.perf_configs(f, "cpu", 2, 0) == ["v16", "v8"]
+    for cfg in tiled_configs.perf_configs(f, "cpu", 2, 10**6):
+        assert tiled_configs.config_plan(f, "cpu", cfg).workspace_bytes <= 10**6
+
+
+@KINDS
 def test_wrw_split_is_deterministic_and_honours_the_workspace_limit(handle, kind):
     # Few dw blocks, long reduction: the plan splits the reduction into partial slices.
     p = P(8, 3, 30, 30, 4, 3, 3, pad_h=1, pad_w=1, direction="wrw")
@@ -125,9 +165,9 @@ def test_wrw_split_is_deterministic_and_honours_the_workspace_limit(handle, kind
 def test_workspace_limit_through_the_hooks(handle):
     p = P(8, 3, 30, 30, 4, 3, 3, pad_h=1, pad_w=1, direction="wrw")
     dev = handle.device
-    full = solver.workspace_size(p, dev, None)
+    full = solver.workspace_size(p, dev, None, None)
     assert full > 0
-    assert solver.workspace_size(p, dev, 0) == 0
+    assert solver.workspace_size(p, dev, 0, None) == 0
     d = _data(p, 2)
     ref = reference(p, x=d["x"], y=d["y"])
     for limit in (0, full // 2, None):
@@ -160,9 +200,9 @@ def test_hooks_report_the_contract(handle):
     assert solver.is_dynamic() is True
     for d in DIRS:
         q = p.with_direction(d)
-        wti = solver.get_wti(q, dev, None)
+        wti = solver.get_wti(q, dev, None, None)
         assert 0.01 < wti < 1.0          # above direct.naive, below peak
-        assert solver.workspace_size(q, dev, None) >= 0
+        assert solver.workspace_size(q, dev, None, None) >= 0
 
 
 def test_declines_depthwise_and_32_bit_overflow(handle):
@@ -197,7 +237,7 @@ def test_wti_is_unknown_on_unmodelled_device_kinds(handle):
     dev = handle.device
     fake = SimpleNamespace(kind="accelerator", info=dev.info, peak_flops=dev.peak_flops,
                            bandwidth=dev.bandwidth)
-    assert solver.get_wti(LAYERS["resnet 3x3 56"], fake, None) == WTI_UNKNOWN
+    assert solver.get_wti(LAYERS["resnet 3x3 56"], fake, None, None) == WTI_UNKNOWN
 
 
 def test_one_build_serves_every_shape(handle):
@@ -320,7 +360,7 @@ def test_bwd_where_no_tap_reaches_dx(handle, p):
     # all zeros, every phase has an empty reduction, and the WTI is still a number.
     q = p.with_direction("bwd")
     assert all(mp.Q == 0 for mp in tiled_plan.maps(q))
-    wti = solver.get_wti(q, handle.device, None)
+    wti = solver.get_wti(q, handle.device, None, None)
     assert wti > 0 and np.isfinite(wti)
     dx = _check(handle, q)
     assert not dx.any()

@@ -15,6 +15,7 @@ import click
 
 from ..errors import (DeviceError, NetworkError, ProblemError, SolverNotFoundError,
                       TensorError, WticonvError)
+from . import measuring  # noqa: F401 - registers find, tune, evaluate, calibrate
 from .commands import cli
 
 __all__ = ["main", "cli"]

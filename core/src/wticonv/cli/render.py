@@ -89,6 +89,13 @@ def devices(rows: list[dict]) -> None:
         _out.print("Figures not measured yet: wticonv devices --measure")
 
 
+def _perf(v) -> str:
+    """A tunable solver's perf config and its source, e.g. ``64x128/s4 (perf-db)``."""
+    if not v.perf_source:
+        return "-"
+    return f"{v.perf_config or 'default'}" + (f" ({v.perf_source})" if v.perf_config else "")
+
+
 def selection(s, device) -> None:
     p = s.problem
     _out.print(f"[bold]{p.describe()}[/bold]  key {p.key}")
@@ -98,7 +105,7 @@ def selection(s, device) -> None:
                   if s.workspace_limit is not None else ""))
     t = Table(box=box.SIMPLE_HEAD)
     for col in ("rank", "solver", "applicable", "dynamic", "WTI", "workspace", "predicted ms",
-                "measured ms", "ranked by", "verdict"):
+                "measured ms", "ranked by", "perf config", "verdict"):
         t.add_column(col, no_wrap=col != "verdict", overflow="fold")
     for v in s.verdicts:
         verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
@@ -108,7 +115,7 @@ def selection(s, device) -> None:
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
                   _num(v.wti, "{:.3g}") + (f" (raw {v.raw_wti:.3g})" if v.raw_wti else ""),
                   _bytes(v.workspace), _ms(v.predicted_ms),
-                  _ms(v.measured_ms), v.wti_source or "-", verdict)
+                  _ms(v.measured_ms), v.wti_source or "-", _perf(v), verdict)
     _out.print(t)
 
 

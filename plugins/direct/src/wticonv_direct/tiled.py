@@ -27,6 +27,11 @@ long and the positions many. Every one of them is dropped, at some cost in speed
 
 WTI (:mod:`wticonv_direct.tiled_wti`): predicted time of the plan from the device's
 measured peak and bandwidth; see docs/wti-models.md.
+
+Tunable (:mod:`wticonv_direct.tiled_configs`): the perf configs are the GPU tile builds
+with and without a split reduction, the CPU lane widths with and without a packed filter,
+and the CPU backward-weights batch splits; the default is the plan the heuristics and the
+model pick. ``wticonv tune`` times them all and stores the fastest in the perf-db.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from functools import lru_cache
 
 from wticonv import Decline, hookimpl
 
-from . import programs, tiled_plan, tiled_wti
+from . import programs, tiled_configs, tiled_plan, tiled_wti
 from .tiled_plan import INT32_MAX
 
 __all__ = ["TiledSolver", "solver", "declines"]
@@ -60,10 +65,26 @@ def _plan(problem, kind: str, compute_units: int, limit: int | None, peak: float
     return tiled_plan.plan(problem, kind, compute_units, limit, peak, bandwidth)
 
 
-def plan_for(problem, device, workspace_limit=None) -> tiled_plan.Plan:
-    """The (cached) plan of ``problem`` on ``device`` within ``workspace_limit`` bytes."""
-    return _plan(problem, programs.device_kind(device), device.info.compute_units,
-                 workspace_limit, device.peak_flops, device.bandwidth)
+@lru_cache(maxsize=2048)
+def _config_plan(problem, kind: str, config: str):
+    return tiled_configs.config_plan(problem, kind, config)
+
+
+def plan_for(problem, device, workspace_limit=None, perf_config=None) -> tiled_plan.Plan:
+    """The (cached) plan of ``problem`` on ``device``: perf config ``perf_config`` (see
+    :mod:`wticonv_direct.tiled_configs`), or by default the heuristics' choice within
+    ``workspace_limit`` bytes.
+
+    Raises
+    ------
+    ValueError
+        If ``perf_config`` is not one of this device kind's and direction's.
+    """
+    kind = programs.device_kind(device)
+    if perf_config is not None:
+        return _config_plan(problem, kind, perf_config)
+    return _plan(problem, kind, device.info.compute_units, workspace_limit,
+                 device.peak_flops, device.bandwidth)
 
 
 class TiledSolver:
@@ -83,17 +104,27 @@ class TiledSolver:
         return True
 
     @hookimpl
-    def get_wti(self, problem, device, workspace_limit):
-        return tiled_wti.wti(problem, plan_for(problem, device, workspace_limit), device)
+    def get_wti(self, problem, device, workspace_limit, perf_config):
+        plan = plan_for(problem, device, workspace_limit, perf_config)
+        return tiled_wti.wti(problem, plan, device)
 
     @hookimpl
-    def workspace_size(self, problem, device, workspace_limit):
-        return plan_for(problem, device, workspace_limit).workspace_bytes
+    def workspace_size(self, problem, device, workspace_limit, perf_config):
+        return plan_for(problem, device, workspace_limit, perf_config).workspace_bytes
 
     @hookimpl
-    def run(self, problem, device, tensors, workspace):
+    def perf_configs(self, problem, device, workspace_limit):
+        return tiled_configs.perf_configs(problem, programs.device_kind(device),
+                                          device.info.compute_units, workspace_limit)
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace, perf_config):
         buffers = {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace}
-        for launch in plan_for(problem, device, _limit_of(workspace)).launches:
+        plan = plan_for(problem, device, _limit_of(workspace), perf_config)
+        if plan.workspace_bytes > _limit_of(workspace):
+            raise ValueError(f"perf config {perf_config} needs {plan.workspace_bytes} bytes "
+                             f"of workspace, {_limit_of(workspace)} were given")
+        for launch in plan.launches:
             k = programs.kernel(device, launch.file, launch.kernel, launch.options)
             args = [buffers[a] if isinstance(a, str) else a for a in launch.args]
             device.enqueue_kernel(k, launch.global_size, launch.local_size, *args)

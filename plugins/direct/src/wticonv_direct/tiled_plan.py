@@ -323,31 +323,37 @@ def _pack(mp: Maps, mb: int, options: str) -> tuple[Maps, Launch, int]:
 
 
 def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
-              gpu_local: int = 0, workspace_limit: int | None = None) -> Plan:
+              gpu_local: int = 0, workspace_limit: int | None = None,
+              pack: bool | None = None, auto_narrow: bool = True) -> Plan:
     """direct.tiled with tiled_cpu.cl's kernels and blocks ``prm``; wrw reductions cut into
     ``splits_wanted`` parts at most (whole images). ``gpu_local`` > 0 runs tiled_conv in
     work-groups of that many work-items (GPUs; fwd and bwd only). On CPUs, fwd and bwd
     first pack A (the filter) into the workspace when it is long along the reduction and
     reused by many position blocks (:data:`PACK_MIN_Q`, :data:`PACK_MIN_BLOCKS`) and
     ``workspace_limit`` allows: 1.2-1.35x faster on ResNet-50's 56x56 and 28x28 layers,
-    slower where packing costs more than it saves (7x7 pictures, short filters)."""
+    slower where packing costs more than it saves (7x7 pictures, short filters).
+    ``pack`` True or False overrides that heuristic (perf configs); ``auto_narrow`` False
+    keeps ``prm`` for every map instead of switching gathered 16-lane rows to 8 lanes."""
     launches, blocks, flops, variant = [], 0, 0.0, "dot"
     splits, packed_max = 1, 0
     mps = maps(p)
-    pack = not gpu_local and p.direction != "wrw" and all(
-        mp.Q >= PACK_MIN_Q and mp.P >= PACK_MIN_BLOCKS * prm.vw for mp in mps)
-    if pack and workspace_limit is not None:
-        # The packed plan's exact workspace must fit; otherwise plan without packing.
-        packed = _cpu_plan(p, splits_wanted, lens, prm, gpu_local, None)
-        pack = packed.workspace_bytes <= workspace_limit
-        if pack:
-            return packed
+    if pack is None:
+        pack = not gpu_local and p.direction != "wrw" and all(
+            mp.Q >= PACK_MIN_Q and mp.P >= PACK_MIN_BLOCKS * prm.vw for mp in mps)
+        if pack and workspace_limit is not None:
+            # The packed plan's exact workspace must fit; otherwise plan without packing.
+            packed = _cpu_plan(p, splits_wanted, lens, prm, gpu_local, None, True)
+            pack = packed.workspace_bytes <= workspace_limit
+            if pack:
+                return packed
+    pack = pack and not gpu_local and p.direction != "wrw"
     base_prm = prm
     for mp in mps:
         dot = p.direction == "wrw"
         qs, out, o_split = mp.Q, mp.o, 0
         prm = base_prm
-        if (not dot and not gpu_local and _cpu_lanes(mp, False, prm.vw) == "gather"
+        if (auto_narrow and not dot and not gpu_local
+                and _cpu_lanes(mp, False, prm.vw) == "gather"
                 and _cpu_lanes(mp, False, CPU_NARROW.vw) == "rows"):
             prm = CPU_NARROW
         if dot:
@@ -361,7 +367,7 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
         else:
             variant = _cpu_lanes(mp, False, prm.vw)
             mb, pb = (prm.gather_mr if variant == "gather" else prm.mr), prm.vw
-            if prm is CPU_NARROW:
+            if prm.vw == CPU_NARROW.vw:
                 variant = "rows8"
             row_blocks = _cpu_row_blocks(mp, False, prm.vw)
             npos = mp.P // mp.P2 * row_blocks if row_blocks else -(-mp.P // pb)
@@ -388,6 +394,22 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
     return _finish(p, launches, splits, variant, blocks, flops, lens, packed_max)
 
 
+def _gpu_split(p, tile: GpuTile, compute_units: int, most: int) -> int:
+    """Parts the GPU plan with ``tile`` splits the reduction into to fill the device (1:
+    no split); ``most`` parts fit the workspace limit."""
+    want = MIN_BLOCKS_PER_CU["gpu"] * compute_units
+    blocks = max(-(-mp.M // tile.mwg) * -(-mp.P // tile.nwg) * mp.G for mp in maps(p))
+    q = max(mp.Q for mp in maps(p))
+    if blocks < want and q >= 2 * MIN_SPLIT_Q and most >= 2:
+        return max(1, min(-(-want // blocks), q // MIN_SPLIT_Q, most))
+    return 1
+
+
+def _most_splits(p, lens: dict, workspace_limit: int | None) -> int:
+    out_bytes = 4 * lens[{"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]]
+    return (workspace_limit // out_bytes) if workspace_limit is not None else 1 << 30
+
+
 def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
          peak_flops: float = 1e12, bandwidth: float = 1e11) -> Plan:
     """The launches that compute problem ``p`` on a device of ``kind`` (``"cpu"`` or
@@ -398,12 +420,13 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
     device, is costed with the WTI model (``peak_flops`` in FLOP/s and ``bandwidth`` in
     bytes/s, the device's measured figures) and the fastest is returned. On CPUs, only
     backward weights is split (by whole images) when its blocks cannot fill the cores.
+    This is direct.tiled's default perf config; :mod:`wticonv_direct.tiled_configs` plans
+    the others.
     """
     from . import tiled_wti
 
     lens = _lens(p)
-    out_bytes = 4 * lens[{"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]]
-    most = (workspace_limit // out_bytes) if workspace_limit is not None else 1 << 30
+    most = _most_splits(p, lens, workspace_limit)
     want = MIN_BLOCKS_PER_CU[kind] * compute_units
     if kind == "cpu":
         splits = 1
@@ -413,23 +436,16 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
             splits = max(1, min(most, -(-want // blocks))) if blocks < want else 1
         return _cpu_plan(p, splits, lens, workspace_limit=workspace_limit)
     best, best_t = None, float("inf")
-    q = max(mp.Q for mp in maps(p))
     candidates = []
     if p.direction != "wrw" and maps(p)[0].M <= GPU_LANES.mr:
         candidates.append(_cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL))
+    for tile in GPU_TILES:
+        candidates.append(_gpu_plan(p, tile, 1, lens))
+        splits = _gpu_split(p, tile, compute_units, most)
+        if splits > 1:
+            candidates.append(_gpu_plan(p, tile, splits, lens))
     for cand in candidates:
         t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
         if t < best_t:
             best, best_t = cand, t
-    for tile in GPU_TILES:
-        base = _gpu_plan(p, tile, 1, lens)
-        options = [base]
-        if base.blocks < want and q >= 2 * MIN_SPLIT_Q and most >= 2:
-            splits = min(-(-want // base.blocks), q // MIN_SPLIT_Q, most)
-            if splits > 1:
-                options.append(_gpu_plan(p, tile, splits, lens))
-        for cand in options:
-            t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
-            if t < best_t:
-                best, best_t = cand, t
     return best

@@ -1,0 +1,221 @@
+"""The measuring subcommands of ``wticonv``: find, tune, evaluate, calibrate.
+
+Each runs solvers on the device and writes what it measured to the cache database (find-db,
+perf-db, calibration); progress goes to stderr, results to stdout (``--json`` for JSON).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import DriverArgsError
+from .commands import (_PASSTHROUGH, _device_option, _emit_json, _handle, _json_option,
+                       _limit_option, _network_options, _network_problems, _problem_from,
+                       _time_cap_option, _trace_option, cli)
+
+
+def _targets(command: str, args: tuple[str, ...], n: int | None, directions: str) -> list:
+    """The problems named by ``args``: a network (every distinct layer, in ``directions``),
+    a find-db key or MIOpenDriver conv flags."""
+    if not args:
+        raise DriverArgsError(f"{command} needs a network (e.g. resnet50), a find-db key or "
+                              "conv flags such as -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
+    if len(args) == 1 and not args[0].startswith("-") and "NCHW" not in args[0]:
+        return _network_problems(args[0], n, directions)
+    # -n is taken by the command's option: it is the flags' batch size too
+    return _problem_from(args if n is None else ("-n", str(n)) + tuple(args))[1]
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@_trace_option
+@_json_option
+@_device_option
+@_limit_option
+@click.option("-i", "--iterations", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed runs per solver after one warm-up.")
+@_time_cap_option
+@_network_options
+@click.option("--no-search", is_flag=True,
+              help="Do not tune: time tunable solvers with their current perf config only.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
+         directions, no_search) -> int:
+    """Time every applicable solver and record the results in the find-db.
+
+    The target is a network (a built-in name, a MIOpenDriver line file or an .onnx model:
+    every distinct layer), a find-db key, or MIOpenDriver conv flags. Tunable solvers are
+    tuned first (every perf config; the fastest goes to the perf-db) unless --no-search.
+    Immediate mode then ranks the timed solvers by their measured time (`wticonv explain`
+    shows "find-db").
+    """
+    from ..find import find as find_problem
+
+    problems = _targets("find", args, n, directions)
+    handle = _handle(device)
+    out = []
+    for i, p in enumerate(problems, 1):
+        results = find_problem(handle, p, iterations, time_cap_ms, workspace_limit,
+                               search=not no_search)
+        out.append({"problem": p.key, "results": [r.__dict__ for r in results]})
+        if not as_json:
+            best = results[0] if results and results[0].time_ms is not None else None
+            ran = sum(r.time_ms is not None for r in results)
+            cfg = f" ({best.perf_config})" if best and best.perf_config else ""
+            click.echo(f"[{i}/{len(problems)}] {p.key}: {ran} solver(s) timed; fastest "
+                       + (f"{best.solver_id}{cfg} {best.time_ms:.4f} ms" if best else "none"))
+    if as_json:
+        _emit_json({"device": handle.device.info.name, "finds": out})
+    return 0
+
+
+@cli.command()
+@_trace_option
+@_json_option
+@_device_option
+@_limit_option
+@click.argument("network", metavar="NETWORK")
+@_network_options
+@click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs per solver after one warm-up.")
+@_time_cap_option
+@click.option("--csv", "csv_path", default=None, metavar="FILE",
+              help="Write every measurement (predicted and measured ms) to this CSV file.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png",
+              help="Draw predicted against measured time per solver (needs matplotlib).")
+def evaluate(as_json, device, workspace_limit, network, n, directions, iterations,
+             time_cap_ms, csv_path, plot_path) -> int:
+    """Score the immediate-mode fallback on a network: its choice against the fastest.
+
+    Every applicable solver is timed on each distinct layer and direction (find mode; the
+    times are recorded in the find-db), and the fallback's choice by the WTI models alone
+    is compared with the fastest, as are two baselines (always GEMM, lowest workspace):
+    share within 10 % of the best, top-1 agreement, mean and worst slowdown.
+    """
+    from .. import evaluate as ev
+
+    problems = _network_problems(network, n, directions)
+    handle = _handle(device)
+
+    def progress(i, count, p):
+        if not as_json:
+            print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
+
+    cases = ev.evaluate(handle, problems, iterations, time_cap_ms, workspace_limit, progress)
+    summary = ev.summarize(cases)
+    if csv_path:
+        ev.write_csv(cases, csv_path)
+    if plot_path:
+        ev.write_plot(cases, plot_path)
+    if as_json:
+        _emit_json({"device": handle.device.info.name, "network": network,
+                    "summary": summary,
+                    "cases": [{"problem": c.problem.key, "best": c.best, "chosen": c.chosen,
+                               "slowdown": c.slowdown, "measured_ms": c.measured_ms,
+                               "predicted_ms": c.predicted_ms} for c in cases]})
+        return 0
+    for c in cases:
+        fb = c.slowdown["fallback"]
+        click.echo(f"{c.problem.key:60} best {c.best:20} fallback {c.chosen['fallback']:20} "
+                   + ("-" if fb is None else f"{fb:.2f}x"))
+    click.echo(f"{'rule':18} {'cases':>5} {'within 10%':>10} {'top-1':>6} {'mean':>6} "
+               f"{'worst':>6}")
+    for rule, sm in summary.items():
+        click.echo(f"{rule:18} {sm['cases']:5d} {sm['within_10pct'] * 100:9.0f}% "
+                   f"{sm['top1'] * 100:5.0f}% {sm['mean_slowdown']:6.3f} "
+                   f"{sm['worst_slowdown']:6.2f}")
+    return 0
+
+
+@cli.command()
+@_trace_option
+@_json_option
+@_device_option
+@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Batch size of the probe problems.")
+def calibrate(as_json, device, n) -> int:
+    """Fit per-device corrections to the solvers' WTI models (about a minute).
+
+    Every applicable solver runs on 18 probe problems (ResNet-50- and MobileNetV2-like
+    shapes, three directions); each solver's factor, the median of predicted / measured
+    time, is stored for this device and multiplies its WTI from then on (`explain` shows
+    the raw and the calibrated WTI).
+    """
+    from ..calibrate import calibrate as run_calibration
+
+    handle = _handle(device)
+
+    def progress(i, count, p):
+        if not as_json:
+            print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
+
+    factors = run_calibration(handle, n, progress=progress)
+    if as_json:
+        _emit_json({"device": handle.device.info.name,
+                    "factors": {sid: {"factor": f, "probes": k}
+                                for sid, (f, k) in factors.items()}})
+        return 0
+    click.echo(f"calibrated {handle.device.info.name}: WTI x factor "
+               "(factor < 1: slower than its model predicts)")
+    for sid, (f, k) in sorted(factors.items()):
+        click.echo(f"  {sid:22} {f:7.3f}  ({k} probe(s))")
+    return 0
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@_trace_option
+@_json_option
+@_device_option
+@_limit_option
+@click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs per perf config after one warm-up.")
+@click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True), default=500.0,
+              show_default=True, help="Kernel time after which a perf config's runs are cut "
+                                      "short.")
+@_network_options
+@click.option("-S", "--solver", "solvers", multiple=True, metavar="ID",
+              help="Tune only this solver (repeatable; default: every tunable solver).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, directions,
+         solvers) -> int:
+    """Search the perf configs of tunable solvers and store the fastest in the perf-db.
+
+    The target is a network (every distinct layer), a find-db key, or MIOpenDriver conv
+    flags. Each tunable solver's default and every perf config it offers are timed; the
+    fastest is stored for this device and used by immediate mode from then on (`wticonv
+    explain` shows the perf config and "perf-db"). `wticonv cache --clear` forgets them.
+    """
+    from ..tune import tune as tune_problem
+
+    problems = _targets("tune", args, n, directions)
+    handle = _handle(device)
+    for sid in solvers:
+        if not handle.registry.get(sid).tunable:
+            raise DriverArgsError(f"solver {sid!r} is not tunable (it has no perf_configs "
+                                  "hook)")
+    out = []
+    for i, p in enumerate(problems, 1):
+        def progress(sid, cfg, k, count, i=i, p=p):
+            if not as_json:
+                print(f"\r[{i}/{len(problems)}] {p.key}: {sid} {cfg or 'default'} "
+                      f"({k + 1}/{count})".ljust(100), end="", file=sys.stderr, flush=True)
+
+        results = tune_problem(handle, p, workspace_limit, iterations, time_cap_ms,
+                               solvers=solvers or None, progress=progress)
+        out.append({"problem": p.key, "results": [dict(r.__dict__, speedup=r.speedup)
+                                                  for r in results]})
+        if as_json:
+            continue
+        print("\r".ljust(101), end="\r", file=sys.stderr)
+        for r in results:
+            if r.reason:
+                click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: {r.reason}")
+                continue
+            default = "-" if r.default_ms is None else f"{r.default_ms:.4f} ms"
+            click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: best {r.best_config} "
+                       f"{r.best_ms:.4f} ms, default {default}"
+                       + (f" ({r.speedup:.2f}x)" if r.speedup else ""))
+    if as_json:
+        _emit_json({"device": handle.device.info.name, "tunes": out})
+    return 0
