@@ -176,6 +176,17 @@ def test_calibration_factors_scale_the_wti_and_explain_shows_both(own_handle):
     assert tiled.raw_wti is None and tiled.wti == pytest.approx(before["direct.tiled"])
     raw = wticonv.selection.select(h.registry, P, h.device, calibrated=False)
     assert next(v for v in raw.verdicts if v.solver_id == "direct.naive").raw_wti is None
+    # a direction's own factor wins over the solver's all-directions one
+    store.put_calibration(key, [("direct.naive", version, 50.0, 3),
+                                (f"direct.naive@{P.direction}", version, 2.0, 1),
+                                ("direct.naive@wrw", version, 7.0, 1)])
+    h.forget_selections()
+    naive = next(v for v in h.select(P).verdicts if v.solver_id == "direct.naive")
+    assert naive.wti == pytest.approx(2.0 * before["direct.naive"])
+    w = P.with_direction("bwd")
+    raw_bwd = next(v for v in h.select(w).verdicts if v.solver_id == "direct.naive").raw_wti
+    naive_bwd = next(v for v in h.select(w).verdicts if v.solver_id == "direct.naive")
+    assert naive_bwd.wti == pytest.approx(50.0 * raw_bwd)   # no bwd factor: all-directions
     with pytest.raises(ValueError, match="positive finite"):
         store.put_calibration(key, [("direct.naive", version, float("inf"), 1)])
     store.clear()
@@ -190,6 +201,10 @@ def test_calibrate_measures_the_probes_and_stores_factors(own_handle, monkeypatc
     factors = cal.calibrate(own_handle, iterations=1)
     assert "direct.naive" in factors and "direct.tiled" in factors
     assert all(f > 0 and 1 <= k <= 3 for f, k in factors.values())
+    for d in ("fwd", "bwd", "wrw"):            # one probe per direction: its own ratio
+        assert factors[f"direct.naive@{d}"][1] == 1
+    assert factors["direct.naive"][0] == pytest.approx(
+        sorted(factors[f"direct.naive@{d}"][0] for d in ("fwd", "bwd", "wrw"))[1])
     stored = own_handle.device.store.get_calibration(own_handle.device.key)
     assert {sid: f for sid, (_, f) in stored.items()} == pytest.approx(
         {sid: f for sid, (f, _) in factors.items()})

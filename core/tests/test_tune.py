@@ -96,11 +96,19 @@ def test_stale_invalid_oversized_and_corrupt_records(own_handle):
     assert v.perf_config is None and "invalid" in v.note
     assert (P.key, TILED) not in store.get_perf_records(key)
     # a perf config whose workspace is over the caller's limit: skipped for that call only
-    store.put_perf_record(key, P.key, TILED, version, "v8+pack", 1.0, 2.0)
+    # (a backward-weights problem whose reduction is split on either kind of device)
+    q = ConvProblem(8, 3, 30, 30, 4, 3, 3, pad_h=1, pad_w=1, direction="wrw")
+    big = next(c for c in h.registry.call(TILED, "perf_configs", problem=q, device=h.device,
+                                           workspace_limit=None)
+               if h.registry.call(TILED, "workspace_size", problem=q, device=h.device,
+                                  workspace_limit=None, perf_config=c) > 0)
+    store.put_perf_record(key, q.key, TILED, version, big, 1.0, 2.0)
     h.forget_selections()
-    v = _tiled(h.select(P, workspace_limit=0))
+    v = _tiled(h.select(q, workspace_limit=0))
     assert v.perf_config is None and v.workspace == 0 and "workspace limit" in v.note
-    assert _tiled(h.select(P)).perf_config == "v8+pack"
+    assert _tiled(h.select(q)).perf_config == big
+    store.delete_perf_record(key, q.key, TILED)
+    store.put_perf_record(key, P.key, TILED, version, big, 1.0, 2.0)
     # a row damaged on disk: reported, deleted, never trusted
     store._connect().execute("UPDATE perf_db SET time_ms = -1 WHERE solver_id = ?", (TILED,))
     store._perf.clear()

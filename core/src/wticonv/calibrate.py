@@ -3,17 +3,21 @@
 Each solver's WTI model predicts a time from the device's measured peak and bandwidth and
 constants measured on the development machines; on another machine, or another driver,
 a solver may run uniformly faster or slower than its model says. :func:`calibrate`
-measures every applicable solver on the probe problems (:data:`PROBES`: ResNet-50-like
-and MobileNetV2-like shapes, three directions) and stores, per solver, the median of
-predicted time / measured time as a factor:
+measures every applicable solver on the probe problems (:data:`PROBES`: one of each kind
+of layer in ResNet-50, MobileNetV2 and Inception-v3 — 3x3, strided 3x3, 1x1 with a short
+and with a long reduction on a small picture, the 7x7 stem, depthwise 3x3, 1x7 — in
+three directions) and stores, per solver and direction, the
+median of predicted time / measured time as a factor:
 
-    calibrated WTI = raw WTI x factor
+    calibrated WTI = raw WTI x factor(solver, direction)
 
 (the WTI is inversely proportional to the predicted time, so a solver measured twice as
 slow as predicted gets factor 0.5). Selection multiplies every WTI by its solver's factor
 when the database holds one for this device and the solver's installed version
 (:func:`apply_factors`); ``wticonv explain`` shows the raw and the calibrated WTI. A
-factor fitted to another solver version is ignored. ``wticonv cache --clear`` deletes
+solver with no probe in a direction gets its all-directions factor there (the median over
+every probe it ran). Factors are stored under ``<solver>@<direction>`` and ``<solver>``.
+A factor fitted to another solver version is ignored. ``wticonv cache --clear`` deletes
 them with everything else.
 """
 
@@ -35,6 +39,8 @@ def _probes(n: int) -> list[ConvProblem]:
         ConvProblem(n, 128, 28, 28, 256, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
         ConvProblem(n, 3, 112, 112, 32, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
         ConvProblem(n, 144, 28, 28, 144, 3, 3, pad_h=1, pad_w=1, groups=144),
+        ConvProblem(n, 160, 17, 17, 160, 1, 7, pad_h=0, pad_w=3),
+        ConvProblem(n, 2048, 8, 8, 448, 1, 1),
     ]
     return [p.with_direction(d) for p in shapes for d in ("fwd", "bwd", "wrw")]
 
@@ -48,8 +54,9 @@ def calibrate(handle, n: int = 4, iterations: int = 3, time_cap_ms: float = 200.
     """Measure every applicable solver on the probe problems at batch size ``n`` and store
     each solver's factor (median predicted / measured time) for ``handle``'s device.
 
-    Returns ``{solver_id: (factor, probes measured)}``. Solvers that ran on no probe get
-    no factor. ``progress`` is called with (index, count, problem) before each probe.
+    Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
+    ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
+    ``progress`` is called with (index, count, problem) before each probe.
     """
     from .find import find
     from .selection import select
@@ -68,18 +75,22 @@ def calibrate(handle, n: int = 4, iterations: int = 3, time_cap_ms: float = 200.
                      if v.applicable and v.predicted_ms}
         for r in find(handle, p, iterations, time_cap_ms, record=False, search=False):
             if r.time_ms is not None and r.solver_id in predicted:
-                ratios.setdefault(r.solver_id, []).append(predicted[r.solver_id] / r.time_ms)
-    factors = {sid: (statistics.median(xs), len(xs)) for sid, xs in ratios.items()}
+                ratio = predicted[r.solver_id] / r.time_ms
+                ratios.setdefault(r.solver_id, []).append(ratio)
+                ratios.setdefault(f"{r.solver_id}@{p.direction}", []).append(ratio)
+    factors = {key: (statistics.median(xs), len(xs)) for key, xs in sorted(ratios.items())}
     handle.device.store.put_calibration(
         handle.device.key,
-        [(sid, handle.registry.solvers[sid].version, f, k) for sid, (f, k) in factors.items()])
+        [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
+         for key, (f, k) in factors.items()])
     handle.forget_selections()
     return factors
 
 
-def apply_factors(registry, device, verdicts) -> None:
-    """Multiply each applicable verdict's WTI by its solver's stored factor (keeping the
-    raw one in ``raw_wti``); used by selection."""
+def apply_factors(registry, device, verdicts, direction: str | None = None) -> None:
+    """Multiply each applicable verdict's WTI by its solver's stored factor for
+    ``direction`` (else its all-directions factor), keeping the raw WTI in ``raw_wti``;
+    used by selection."""
     store = getattr(device, "store", None)   # stand-in devices (tests) have none
     if store is None:
         return
@@ -90,7 +101,7 @@ def apply_factors(registry, device, verdicts) -> None:
     if not factors:
         return
     for v in verdicts:
-        rec = factors.get(v.solver_id)
+        rec = factors.get(f"{v.solver_id}@{direction}") or factors.get(v.solver_id)
         if rec is None or v.wti is None or v.wti <= 0:
             continue
         version, factor = rec

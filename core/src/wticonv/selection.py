@@ -307,7 +307,7 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     from .find import apply_records
 
     if calibrated:
-        apply_factors(registry, device, verdicts)
+        apply_factors(registry, device, verdicts, problem.direction)
     if measured:
         apply_records(registry, device, problem, verdicts)
     candidates = [v for v in verdicts if v.applicable and not v.reason]

@@ -132,6 +132,22 @@ def test_every_perf_config_of_both_kernel_families(handle, kind, name, direction
         tiled_configs.config_plan(p, kind, "nonsense")
 
 
+def test_gpu_planner_costs_candidates_as_their_full_plans():
+    """The planner costs GPU candidates from their sizes (tiled_plan._GpuCost) and builds
+    only the fastest: the cost must read exactly what the built plan holds."""
+    for name, layer in LAYERS.items():
+        for direction in DIRS:
+            p = layer.with_direction(direction)
+            lens = tiled_plan._lens(p)
+            for tile in tiled_plan.GPU_TILES:
+                for splits in (1, 3):
+                    full = tiled_plan._gpu_plan(p, tile, splits, lens)
+                    cost = tiled_plan._GpuCost(p, tile, splits, lens)
+                    for attr in ("variant", "blocks", "padded_flops", "traffic_bytes",
+                                 "reduction", "splits", "phases", "n_launches"):
+                        assert getattr(cost, attr) == getattr(full, attr), (name, attr)
+
+
 def test_perf_configs_honour_the_workspace_limit(handle):
     p = LAYERS["resnet 3x3 7x7"].with_direction("wrw")
     assert tiled_configs.perf_configs(p, "cpu", 2, 0) == ["s1"]

@@ -137,10 +137,10 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 def calibrate(as_json, device, n) -> int:
     """Fit per-device corrections to the solvers' WTI models (about a minute).
 
-    Every applicable solver runs on 18 probe problems (ResNet-50- and MobileNetV2-like
-    shapes, three directions); each solver's factor, the median of predicted / measured
-    time, is stored for this device and multiplies its WTI from then on (`explain` shows
-    the raw and the calibrated WTI).
+    Every applicable solver runs on 24 probe problems (8 kinds of layer from ResNet-50,
+    MobileNetV2 and Inception-v3, three directions); each solver's factor per direction,
+    the median of predicted / measured time, is stored for this device and multiplies its
+    WTI from then on (`explain` shows the raw and the calibrated WTI).
     """
     from ..calibrate import calibrate as run_calibration
 
@@ -156,10 +156,14 @@ def calibrate(as_json, device, n) -> int:
                     "factors": {sid: {"factor": f, "probes": k}
                                 for sid, (f, k) in factors.items()}})
         return 0
-    click.echo(f"calibrated {handle.device.info.name}: WTI x factor "
-               "(factor < 1: slower than its model predicts)")
-    for sid, (f, k) in sorted(factors.items()):
-        click.echo(f"  {sid:22} {f:7.3f}  ({k} probe(s))")
+    click.echo(f"calibrated {handle.device.info.name}: WTI x factor (factor < 1: slower "
+               "than its model predicts), probes measured in brackets")
+    click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")
+    for sid in sorted(k for k in factors if "@" not in k):
+        cells = [factors.get(sid if d == "all" else f"{sid}@{d}")
+                 for d in ("all", "fwd", "bwd", "wrw")]
+        click.echo(f"  {sid:22} " + " ".join(
+            f"{c[0]:6.3f} ({c[1]:2d})" if c else f"{'-':>11}" for c in cells))
     return 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
 
@@ -158,9 +159,14 @@ def _bwd_taps(phase: int, pad: int, stride: int, dil: int, taps: int):
     return count, (phase + pad - r0 * dil) // stride, -(step * dil) // stride, r0, step
 
 
-def maps(p) -> list[Maps]:
+@lru_cache(maxsize=4096)
+def maps(p) -> tuple[Maps, ...]:
     """The launches' index maps for problem ``p``: one for fwd and wrw, one per non-empty
-    stride phase for bwd (stride_h x stride_w at most)."""
+    stride phase for bwd (stride_h x stride_w at most). Cached per problem."""
+    return tuple(_maps(p))
+
+
+def _maps(p) -> list[Maps]:
     cg, kg, g = p.c // p.groups, p.k // p.groups, p.groups
     rs, hw, ohw = p.r * p.s, p.h * p.w, p.ho * p.wo
     if p.direction == "fwd":
@@ -220,6 +226,11 @@ class Plan:
     padded_flops: float  # multiply-adds x 2 including the blocks' padding
     traffic_bytes: int   # inputs read and output written once, workspace written and read
     reduction: int = 0   # the longest reduction (q indices) of its launches
+    phases: int = 1      # stride phases (bwd at stride > 1: one launch each)
+
+    @property
+    def n_launches(self) -> int:
+        return len(self.launches)
 
 
 
@@ -273,8 +284,9 @@ def _finish(p, launches, splits, variant, blocks, flops, lens, packed: int = 0) 
                                (64,), ("ws", out, np.int64(count), np.int32(splits),
                                        np.int64(count))))
     traffic = 4 * sum(lens.values()) + 2 * ws
+    mps = maps(p)
     return Plan(tuple(launches), ws, splits, variant, blocks, flops, traffic,
-                max(mp.Q for mp in maps(p)))
+                max(mp.Q for mp in mps), len(mps))
 
 
 def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
@@ -297,6 +309,30 @@ def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
         blocks = max(blocks, nm * npos * mp.G * splits)
         flops += 2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg) * _up(mp.Q, tile.kwg) * mp.G
     return _finish(p, launches, splits, tile.name, blocks, flops, lens)
+
+
+class _GpuCost:
+    """What the WTI model reads of ``_gpu_plan(p, tile, splits, lens)`` (the same values),
+    computed without building its launches: the planner costs every candidate this way
+    (a fifth of the time) and builds only the fastest."""
+
+    __slots__ = ("variant", "blocks", "padded_flops", "traffic_bytes", "reduction", "splits",
+                 "phases", "n_launches")
+
+    def __init__(self, p, tile: GpuTile, splits: int, lens: dict) -> None:
+        mps = maps(p)
+        self.variant, self.splits, self.phases = tile.name, splits, len(mps)
+        self.blocks, self.padded_flops, self.reduction = 0, 0.0, 0
+        for mp in mps:
+            nm, npos = -(-mp.M // tile.mwg), -(-mp.P // tile.nwg)
+            self.blocks = max(self.blocks, nm * npos * mp.G * splits)
+            self.padded_flops += (2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg)
+                                  * _up(mp.Q, tile.kwg) * mp.G)
+            self.reduction = max(self.reduction, mp.Q)
+        out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+        ws = 4 * lens[out] * splits if splits > 1 else 0
+        self.traffic_bytes = 4 * sum(lens.values()) + 2 * ws
+        self.n_launches = len(mps) + (splits > 1)
 
 
 #: CPU fwd/bwd pack the filter when the reduction has at least PACK_MIN_Q indices and
@@ -397,9 +433,14 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
 def _gpu_split(p, tile: GpuTile, compute_units: int, most: int) -> int:
     """Parts the GPU plan with ``tile`` splits the reduction into to fill the device (1:
     no split); ``most`` parts fit the workspace limit."""
+    base = _GpuCost(p, tile, 1, _lens(p))
+    return _split_for(base.blocks, base.reduction, compute_units, most)
+
+
+def _split_for(blocks: int, q: int, compute_units: int, most: int) -> int:
+    """Reduction parts for an unsplit GPU grid of ``blocks`` work-groups reducing over ``q``
+    indices (see :func:`_gpu_split`)."""
     want = MIN_BLOCKS_PER_CU["gpu"] * compute_units
-    blocks = max(-(-mp.M // tile.mwg) * -(-mp.P // tile.nwg) * mp.G for mp in maps(p))
-    q = max(mp.Q for mp in maps(p))
     if blocks < want and q >= 2 * MIN_SPLIT_Q and most >= 2:
         return max(1, min(-(-want // blocks), q // MIN_SPLIT_Q, most))
     return 1
@@ -435,17 +476,20 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
             blocks = -(-mp.M // CPU.dot_m) * -(-mp.P // CPU.dot_n) * mp.G
             splits = max(1, min(most, -(-want // blocks))) if blocks < want else 1
         return _cpu_plan(p, splits, lens, workspace_limit=workspace_limit)
+    # Cost every candidate from its sizes alone; build the launches of the fastest.
     best, best_t = None, float("inf")
     candidates = []
     if p.direction != "wrw" and maps(p)[0].M <= GPU_LANES.mr:
-        candidates.append(_cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL))
+        candidates.append((None, 1, _cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL)))
     for tile in GPU_TILES:
-        candidates.append(_gpu_plan(p, tile, 1, lens))
-        splits = _gpu_split(p, tile, compute_units, most)
+        base = _GpuCost(p, tile, 1, lens)
+        candidates.append((tile, 1, base))
+        splits = _split_for(base.blocks, base.reduction, compute_units, most)
         if splits > 1:
-            candidates.append(_gpu_plan(p, tile, splits, lens))
-    for cand in candidates:
+            candidates.append((tile, splits, _GpuCost(p, tile, splits, lens)))
+    for tile, splits, cand in candidates:
         t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
         if t < best_t:
-            best, best_t = cand, t
-    return best
+            best, best_t = (tile, splits, cand), t
+    tile, splits, cand = best
+    return cand if tile is None else _gpu_plan(p, tile, splits, lens)

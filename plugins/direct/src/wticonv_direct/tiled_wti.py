@@ -5,8 +5,11 @@
          + traffic / bandwidth                                            (compulsory traffic)
     WTI  = problem.flops / (peak x time)
 
-- On the CPU, fwd and bwd efficiency is scaled by Q / (Q + 32) for a reduction of Q
-  indices (:data:`CPU_SETUP_STEPS`): short reductions pay the block's set-up.
+- fwd and bwd efficiency is scaled by Q / (Q + setup) for a reduction of Q indices
+  (:data:`SETUP_STEPS`: 32 on the CPU, 24 on the GPU): short reductions pay the block's
+  set-up and store.
+- On the GPU, bwd at stride > 1 (one launch per stride phase, dx written with the
+  stride's gaps) reaches :data:`GPU_PHASE_EFFICIENCY` of the stride-1 efficiency.
 - ``padded_flops`` counts the multiply-adds of whole blocks (channels and positions
   rounded up to the block sizes), so small K or small pictures cost what the tail blocks
   waste; bwd sums its stride phases, which skip the taps that only meet zeros.
@@ -30,7 +33,8 @@ from wticonv import WTI_UNKNOWN
 
 from .programs import LAUNCH_OVERHEAD_S
 
-__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "plan_seconds", "wti"]
+__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "GPU_PHASE_EFFICIENCY", "plan_seconds",
+           "wti"]
 
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
@@ -52,11 +56,16 @@ SLOTS_PER_CU = {"64x64": 4, "64x128": 2, "64x128k8": 2, "128x128": 1, "16x256": 
                 "lanes": 64}
 
 
-#: CPU fwd/bwd work-items spend about as long setting up and storing their block as 32
-#: reduction steps: efficiency x Q / (Q + 16). Fitted to ResNet-50's 1x1 layers with 64
-#: input channels (predicted 1.3x too fast without it) and MobileNetV2's 1x1 layers with
-#: 16-24 (2x too fast).
-CPU_SETUP_STEPS = 32
+#: fwd/bwd blocks spend about as long setting up and storing as this many reduction steps:
+#: efficiency x Q / (Q + steps). CPU: fitted to ResNet-50's 1x1 layers with 64 input
+#: channels (predicted 1.3x too fast without it) and MobileNetV2's 1x1 layers with 16-24
+#: (2x too fast). GPU: fitted to ResNet-50's 1x1 layers with 64 channels at N=32 on the
+#: H200 (predicted 1.35x too fast without it; evaluate-resnet50-n32-h200.csv).
+SETUP_STEPS = {"cpu": 32, "gpu": 24}
+#: GPU bwd at stride > 1: fraction of the stride-1 efficiency its phase launches reach
+#: (ResNet-50's stride-2 layers at N=32 on the H200 ran 1.7-1.9x slower than predicted
+#: without it).
+GPU_PHASE_EFFICIENCY = 0.55
 
 
 def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
@@ -67,11 +76,14 @@ def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
     waves = -(-plan.blocks // slots)
     fill = plan.blocks / (waves * slots)
     eff = EFFICIENCY[(kind, plan.variant)] * fill
-    if kind == "cpu" and plan.variant != "dot":
-        # a work-item's set-up (lane offsets, masks, the store) against its reduction
-        eff *= plan.reduction / (plan.reduction + CPU_SETUP_STEPS)
+    if plan.variant != "dot":
+        # a block's set-up (offsets, masks, the store) against its part of the reduction
+        q = plan.reduction / plan.splits
+        eff *= q / (q + SETUP_STEPS[kind])
+    if kind == "gpu" and plan.phases > 1:
+        eff *= GPU_PHASE_EFFICIENCY
     compute = plan.padded_flops / (peak_flops * eff) if plan.padded_flops > 0 else 0.0
-    return (len(plan.launches) * LAUNCH_OVERHEAD_S[kind] + compute
+    return (plan.n_launches * LAUNCH_OVERHEAD_S[kind] + compute
             + plan.traffic_bytes / bandwidth)
 
 

@@ -23,6 +23,7 @@ sgemm_nt about 150 GFLOP/s on backward-weights shapes).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
            "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency"]
@@ -147,6 +148,8 @@ def cpu_nt_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
     return cfg.efficiency * _util(M, cfg.mr) * _util(N, cfg.nr) * fill * vec
 
 
+@lru_cache(maxsize=8192)
 def gpu_config(M: int, N: int, K: int, groups: int, compute_units: int) -> GpuConfig:
-    """The configuration with the best :func:`efficiency` (ties: the earlier one)."""
+    """The configuration with the best :func:`efficiency` (ties: the earlier one); cached,
+    since every ranking asks it several times."""
     return max(GPU_CONFIGS, key=lambda c: efficiency(c, M, N, K, groups, compute_units))
