@@ -145,15 +145,24 @@ def _traffic(op: GemmOp) -> int:
     return 4 * op.groups * per_group
 
 
+#: Float4 loads of B across whole pictures only from this many pixels per picture: on
+#: smaller pictures (8x8 to 14x14) a tile's columns span several pictures and the float4
+#: variant ran 1.1-2x slower than the scalar one on the H200 (gemm.1x1 forward at N=32,
+#: C = 256-2048: 8x8 0.39 ms against 9x9 0.34 ms; 16x16 and up no slower).
+VEC_MIN_PICTURE = 256
+
+
 def _vec_aligned(op: GemmOp) -> bool:
     """The GPU kernel's float4 loads apply: A contiguous along k; B's columns contiguous in
-    runs of 4 (a dense matrix, or whole pictures of P pixels, P a multiple of 4, as x in a
-    stride-1 1x1 convolution); every stride and offset a multiple of 4 elements (16 bytes).
+    runs of 4 (a dense matrix, or whole pictures of P pixels, P a multiple of 4 and at
+    least :data:`VEC_MIN_PICTURE`, as x in a stride-1 1x1 convolution); every stride and
+    offset a multiple of 4 elements (16 bytes).
     """
     a, b = op.a, op.b
     cols = b.cols
     dense = cols.ws == 1 and cols.ns == 0 and cols.hs == 0 and cols.P >= op.N
-    pictures = cols.ws == 1 and cols.hs == cols.Wo and cols.P % 4 == 0
+    pictures = (cols.ws == 1 and cols.hs == cols.Wo and cols.P % 4 == 0
+                and cols.P >= VEC_MIN_PICTURE)
     strides = (a.ms, a.off, a.gs, a.bs, a.bs2, b.ks, b.off, b.gs, b.bs, b.bs2, cols.ns)
     return (a.ks == 1 and b.ks != 1 and (dense or pictures)
             and all(v % 4 == 0 for v in strides))
