@@ -3,10 +3,10 @@
 Each solver's WTI model predicts a time from the device's measured peak and bandwidth and
 constants measured on the development machines; on another machine, or another driver,
 a solver may run uniformly faster or slower than its model says. :func:`calibrate`
-measures every applicable solver on the probe problems (:data:`PROBES`: one of each kind
-of layer in ResNet-50, MobileNetV2 and Inception-v3 — 3x3, strided 3x3, 1x1 with a short
-and with a long reduction on a small picture, the 7x7 stem, depthwise 3x3, 1x7 — in
-three directions) and stores, per solver and direction, the
+measures every applicable solver on the probe problems (:data:`PROBES`: eleven kinds of
+layer found in ResNet-50, MobileNetV2 and Inception-v3 — 3x3 on large and small pictures,
+strided 3x3, the 7x7 stem, depthwise 3x3, 1x7, and 1x1 on large, medium and small pictures,
+with short and long reductions and at stride 2 — in three directions) and stores, per solver and direction, the
 median of predicted time / measured time as a factor:
 
     calibrated WTI = raw WTI x factor(solver, direction)
@@ -41,6 +41,9 @@ def _probes(n: int) -> list[ConvProblem]:
         ConvProblem(n, 144, 28, 28, 144, 3, 3, pad_h=1, pad_w=1, groups=144),
         ConvProblem(n, 160, 17, 17, 160, 1, 7, pad_h=0, pad_w=3),
         ConvProblem(n, 2048, 8, 8, 448, 1, 1),
+        ConvProblem(n, 64, 56, 56, 256, 1, 1),
+        ConvProblem(n, 768, 17, 17, 192, 1, 1),
+        ConvProblem(n, 512, 28, 28, 1024, 1, 1, stride_h=2, stride_w=2),
     ]
     return [p.with_direction(d) for p in shapes for d in ("fwd", "bwd", "wrw")]
 

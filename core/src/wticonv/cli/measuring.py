@@ -137,7 +137,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 def calibrate(as_json, device, n) -> int:
     """Fit per-device corrections to the solvers' WTI models (about a minute).
 
-    Every applicable solver runs on 24 probe problems (8 kinds of layer from ResNet-50,
+    Every applicable solver runs on 33 probe problems (11 kinds of layer from ResNet-50,
     MobileNetV2 and Inception-v3, three directions); each solver's factor per direction,
     the median of predicted / measured time, is stored for this device and multiplies its
     WTI from then on (`explain` shows the raw and the calibrated WTI).
