@@ -5,9 +5,10 @@ constants measured on the development machines; on another machine, or another d
 a solver may run uniformly faster or slower than its model says. :func:`calibrate`
 measures every applicable solver on the probe problems (:data:`PROBES`: eleven kinds of
 layer found in ResNet-50, MobileNetV2 and Inception-v3 — 3x3 on large and small pictures,
-strided 3x3, the 7x7 stem, depthwise 3x3, 1x7, and 1x1 on large, medium and small pictures,
-with short and long reductions and at stride 2 — in three directions) and stores, per solver and direction, the
-median of predicted time / measured time as a factor:
+strided 3x3, the 7x7 stem, depthwise 3x3, 1x7, and 1x1 on large, medium and small
+pictures, with short and long reductions and at stride 2 — in three directions) and
+stores, per solver and direction, the median of predicted time / measured time as a
+factor:
 
     calibrated WTI = raw WTI x factor(solver, direction)
 
@@ -16,19 +17,20 @@ slow as predicted gets factor 0.5). Selection multiplies every WTI by its solver
 when the database holds one for this device and the solver's installed version
 (:func:`apply_factors`); ``wticonv explain`` shows the raw and the calibrated WTI. A
 solver with no probe in a direction gets its all-directions factor there (the median over
-every probe it ran). Factors are stored under ``<solver>@<direction>`` and ``<solver>``.
+every probe it ran); a direction's own factor is shrunk towards it (:func:`calibrate`). Factors are stored under ``<solver>@<direction>`` and ``<solver>``.
 A factor fitted to another solver version is ignored. ``wticonv cache --clear`` deletes
 them with everything else.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from .errors import WticonvError
 from .problem import ConvProblem
 
-__all__ = ["PROBES", "calibrate", "apply_factors"]
+__all__ = ["PROBES", "SHRINK_PROBES", "calibrate", "apply_factors"]
 
 
 def _probes(n: int) -> list[ConvProblem]:
@@ -52,16 +54,30 @@ def _probes(n: int) -> list[ConvProblem]:
 PROBES = _probes(4)
 
 
-def calibrate(handle, n: int = 4, iterations: int = 3, time_cap_ms: float = 200.0,
+#: Per-direction factors are shrunk towards the solver's all-directions factor as if it
+#: were this many more probes: with two or three probes in a direction, one disturbed
+#: measurement would otherwise move the factor by 30 % or more (seen on the development
+#: machines' shared 2-core CPU).
+SHRINK_PROBES = 2
+
+
+def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.0,
               progress=None) -> dict[str, tuple[float, int]]:
     """Measure every applicable solver on the probe problems at batch size ``n`` and store
-    each solver's factor (median predicted / measured time) for ``handle``'s device.
+    each solver's factors (predicted / measured time) for ``handle``'s device.
+
+    Each solver's time on a probe is the fastest of ``iterations`` timed runs (after a
+    warm-up; fewer once ``time_cap_ms`` of kernel time is spent): interference from other
+    work only ever adds time. A solver's all-directions factor is the median over every
+    probe it ran; its factor for a direction is the median over that direction's probes,
+    shrunk towards the all-directions one (:data:`SHRINK_PROBES`): geometric mean weighted
+    by probe counts.
 
     Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
     ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
     ``progress`` is called with (index, count, problem) before each probe.
     """
-    from .find import find
+    from .find import problem_tensors, timed
     from .selection import select
 
     ratios: dict[str, list[float]] = {}
@@ -72,16 +88,26 @@ def calibrate(handle, n: int = 4, iterations: int = 3, time_cap_ms: float = 200.
         try:
             model = select(handle.registry, p, handle.device, measured=False,
                            calibrated=False)
+            predicted = {v.solver_id: v.predicted_ms for v in model.verdicts
+                         if v.applicable and v.predicted_ms}
+            with problem_tensors(handle, p) as tensors:
+                for sid, pred in predicted.items():
+                    try:
+                        t = timed(handle, p, iterations, time_cap_ms, None, sid, None,
+                                  tensors, min)[0]
+                    except WticonvError:
+                        continue
+                    ratios.setdefault(sid, []).append(pred / t)
+                    ratios.setdefault(f"{sid}@{p.direction}", []).append(pred / t)
         except WticonvError:
             continue
-        predicted = {v.solver_id: v.predicted_ms for v in model.verdicts
-                     if v.applicable and v.predicted_ms}
-        for r in find(handle, p, iterations, time_cap_ms, record=False, search=False):
-            if r.time_ms is not None and r.solver_id in predicted:
-                ratio = predicted[r.solver_id] / r.time_ms
-                ratios.setdefault(r.solver_id, []).append(ratio)
-                ratios.setdefault(f"{r.solver_id}@{p.direction}", []).append(ratio)
     factors = {key: (statistics.median(xs), len(xs)) for key, xs in sorted(ratios.items())}
+    for key, (f, k) in factors.items():
+        if "@" in key:
+            f_all = factors[key.split("@")[0]][0]
+            f = math.exp((k * math.log(f) + SHRINK_PROBES * math.log(f_all))
+                         / (k + SHRINK_PROBES))
+            factors[key] = (f, k)
     handle.device.store.put_calibration(
         handle.device.key,
         [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)

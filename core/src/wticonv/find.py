@@ -101,25 +101,27 @@ def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[Con
 
 def timed(handle, problem: ConvProblem, iterations: int, time_cap_ms: float,
           workspace_limit: int | None, solver: str, perf_config: str | None = None,
-          tensors: ConvTensors | None = None) -> tuple[float, int, bool, int, str | None]:
+          tensors: ConvTensors | None = None, statistic=statistics.median
+          ) -> tuple[float, int, bool, int, str | None]:
     """Time one solver (forced) on ``problem``: one untimed run (kernel builds, warm-up),
     then timed runs until ``iterations`` of them or ``time_cap_ms`` of kernel time (at
     least one). ``tensors`` (from :func:`problem_tensors`) are allocated when not given.
 
-    Returns (median ms, timed runs, cut short by the cap, workspace bytes, perf config
-    used). Raises as :meth:`Handle.select` and :meth:`Handle.run`.
+    Returns (``statistic`` of the timed runs in ms, the median by default; timed runs;
+    cut short by the cap; workspace bytes; perf config used). Raises as
+    :meth:`Handle.select` and :meth:`Handle.run`.
     """
     if tensors is None:
         with problem_tensors(handle, problem) as t:
             return timed(handle, problem, iterations, time_cap_ms, workspace_limit, solver,
-                         perf_config, t)
+                         perf_config, t, statistic)
     sel = handle.select(problem, workspace_limit, solver, perf_config)
     first = handle.run(problem, tensors, selection=sel)
     sel = first.selection_used()
     times: list[float] = []
     while len(times) < iterations and (not times or sum(times) < time_cap_ms):
         times.append(handle.run(problem, tensors, selection=sel).kernel_ms)
-    return (statistics.median(times), len(times), len(times) < iterations, first.workspace,
+    return (statistic(times), len(times), len(times) < iterations, first.workspace,
             first.verdict.perf_config if first.verdict is not None else perf_config)
 
 

@@ -217,8 +217,9 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
             np.int32(op.beta), np.int32(op.groups), np.int32(nbs), i64(op.c_ss))
     grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
             op.groups * op.splits)
+    mapped = b.cols.ns != 0 or b.cols.hs != 0      # pixels of pictures, not a dense matrix
     eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
-                            compute_units, vec)
+                            compute_units, vec, mapped)
     return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1), args,
                   op.flops, eff, _traffic(op))
 

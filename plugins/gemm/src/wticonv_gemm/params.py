@@ -100,6 +100,11 @@ GPU_CONFIGS = (
 #: The GPU kernel without float4 global loads (operands not 16-byte aligned, image-mapped
 #: columns) reached 0.85 x the float4 variant's rate at 4096^3 (measured, H200).
 SCALAR_LOADS_FACTOR = 0.85
+#: ... and 0.65 x when B's columns are pixels of several pictures loaded one by one (each
+#: column's picture and offset decoded per load): gemm.1x1 on the H200 at N=32, 7x7 to
+#: 73x73 pictures whose pixel count is odd or under VEC_MIN_PICTURE, ran 1.3x slower than
+#: the dense-matrix factor predicted (evaluate-inception3-n32-h200.csv).
+MAPPED_SCALAR_LOADS_FACTOR = 0.65
 
 
 def _util(size: int, tile: int) -> float:
@@ -107,19 +112,20 @@ def _util(size: int, tile: int) -> float:
 
 
 def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
-               compute_units: int, vec: bool = True) -> float:
+               compute_units: int, vec: bool = True, mapped: bool = False) -> float:
     """Predicted fraction of peak of ``cfg`` on an M x N x K GEMM (``groups`` of them).
 
     ``cfg.efficiency * util(M) * util(N) * fill * kfill * loads``: util = useful fraction of the
     tiles along that axis; fill = min(1, work-groups / (2 x compute units)) (two
     work-groups per compute unit hide each other's barriers and loads); kfill =
     K / (K + 2 * kwg) charges the prologue and epilogue of short reductions; loads =
-    SCALAR_LOADS_FACTOR when the float4-load variant does not apply.
+    SCALAR_LOADS_FACTOR when the float4-load variant does not apply
+    (MAPPED_SCALAR_LOADS_FACTOR when B's columns are ``mapped`` pixels of pictures).
     """
     tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
     fill = min(1.0, tiles / (2.0 * compute_units))
     kfill = K / (K + 2.0 * cfg.kwg)
-    loads = 1.0 if vec else SCALAR_LOADS_FACTOR
+    loads = 1.0 if vec else (MAPPED_SCALAR_LOADS_FACTOR if mapped else SCALAR_LOADS_FACTOR)
     return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill * loads
 
 
