@@ -47,6 +47,8 @@ def test_tune_times_every_perf_config_and_immediate_mode_uses_the_fastest(own_ha
                    r.default_ms)
     after = _tiled(h.select(P))               # tune forgot the remembered selections
     assert after.perf_config == r.best_config and after.perf_source == "perf-db"
+    forced = h.select(P, solver=TILED, perf_config="default")   # the default, record or not
+    assert forced.chosen.perf_config is None and forced.chosen.perf_source == "forced"
     # the stored perf config runs, and computes the right answer
     m = measure(h, P, 1, solver=TILED)
     assert m.verdict.perf_config == r.best_config and m.error <= m.tolerance

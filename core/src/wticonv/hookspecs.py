@@ -214,8 +214,8 @@ class SolverSpec:
         workspace fits ``workspace_limit`` (bytes, None: no limit).
 
         **Returns:** a list of distinct, non-empty strings of at most 100 printable
-        characters (e.g. ``"64x128/s4"``), each a name the solver's other hooks accept as
-        ``perf_config``; an empty list when there is nothing to tune for this problem. A
+        characters (e.g. ``"64x128/s4"``; ``"default"`` is reserved), each a name the
+        solver's other hooks accept as ``perf_config``; an empty list when there is nothing to tune for this problem. A
         perf-db record naming a config that is not listed is reported, ignored and
         deleted: the solver's default runs instead.
 

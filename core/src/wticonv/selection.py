@@ -147,8 +147,11 @@ def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, dev
                  workspace_limit: int | None, forced_config: str | None) -> None:
     """Set ``v.perf_config`` / ``perf_source`` of a tunable solver (forced, perf-db or
     default); a forced perf config the solver does not offer raises ValueError."""
-    from .tune import offered_perf_configs, stored_perf_config
+    from .tune import DEFAULT_PERF_CONFIG, offered_perf_configs, stored_perf_config
 
+    if forced_config == DEFAULT_PERF_CONFIG:       # the solver's own default, perf-db or not
+        v.perf_config, v.perf_source = None, "forced"
+        return
     if forced_config is not None:
         offered = offered_perf_configs(registry, v.solver_id, problem, device, None)
         if forced_config not in offered:
@@ -255,7 +258,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         Apply the device's calibration factors to the WTIs (default; see
         :mod:`wticonv.calibrate`).
     perf_config : str, optional
-        Force this perf config of the forced (tunable) ``solver``.
+        Force this perf config of the forced (tunable) ``solver``; ``"default"``
+        (:data:`wticonv.tune.DEFAULT_PERF_CONFIG`) forces the solver's own default even
+        where the perf-db holds a record.
 
     Raises
     ------

@@ -33,7 +33,11 @@ from .problem import ConvProblem
 from .records import valid_perf_config
 
 __all__ = ["TuneResult", "tune", "stored_perf_config", "offered_perf_configs",
-           "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
+           "DEFAULT_PERF_CONFIG", "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
+
+#: The name that forces a solver's own default perf config (``perf_config=None`` in its
+#: hooks) where the perf-db may hold another; no solver may offer a config of this name.
+DEFAULT_PERF_CONFIG = "default"
 
 #: Timed runs per perf config after the warm-up (fewer when the time cap is reached).
 DEFAULT_ITERATIONS = 3
@@ -51,7 +55,8 @@ class TuneResult:
     ----------
     solver_id, version : str
     default_ms : float or None
-        Median kernel time of the solver's default (``perf_config=None``), ms.
+        Median kernel time of the solver's own default (``perf_config=None``, whatever
+        the perf-db holds), ms.
     best_config : str or None
         The fastest perf config (None when none ran).
     best_ms : float or None
@@ -96,9 +101,10 @@ def offered_perf_configs(registry, solver_id: str, problem: ConvProblem, device,
     if offered is None:
         return []
     if (not isinstance(offered, (list, tuple)) or not all(map(valid_perf_config, offered))
-            or len(set(offered)) != len(offered)):
+            or len(set(offered)) != len(offered) or DEFAULT_PERF_CONFIG in offered):
         raise ValueError(f"perf_configs returned {offered!r:.200}, not a list of distinct "
-                         "non-empty printable names of at most 100 characters")
+                         "non-empty printable names of at most 100 characters (other than "
+                         f"{DEFAULT_PERF_CONFIG!r})")
     return list(offered)
 
 
@@ -215,7 +221,7 @@ def tune(handle, problem: ConvProblem, workspace_limit: int | None = None,
                 progress(sid, cfg, i, len(configs) + 1)
             try:
                 t = timed(handle, problem, iterations, time_cap_ms, workspace_limit, sid,
-                          cfg, tensors)[0]
+                          cfg or DEFAULT_PERF_CONFIG, tensors)[0]
             except WticonvError as e:
                 t = str(e).splitlines()[0]
             if cfg is None:

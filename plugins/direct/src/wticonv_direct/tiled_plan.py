@@ -457,8 +457,8 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
     ``"gpu"``) with ``compute_units``, using at most ``workspace_limit`` bytes of workspace
     (None: no limit).
 
-    On GPUs every tile build (:data:`GPU_TILES`), unsplit and split so as to fill the
-    device, is costed with the WTI model (``peak_flops`` in FLOP/s and ``bandwidth`` in
+    On GPUs every tile build (:data:`GPU_TILES`), unsplit and (but for bwd at stride > 1)
+    split so as to fill the device, is costed with the WTI model (``peak_flops`` in FLOP/s and ``bandwidth`` in
     bytes/s, the device's measured figures) and the fastest is returned. On CPUs, only
     backward weights is split (by whole images) when its blocks cannot fill the cores.
     This is direct.tiled's default perf config; :mod:`wticonv_direct.tiled_configs` plans
@@ -484,8 +484,10 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
     for tile in GPU_TILES:
         base = _GpuCost(p, tile, 1, lens)
         candidates.append((tile, 1, base))
+        # No split across stride phases: each phase's split writes and re-reads a whole
+        # dx-sized slice; ResNet-50's stride-2 bwd ran 1.5-2.9x slower split (H200, N=32).
         splits = _split_for(base.blocks, base.reduction, compute_units, most)
-        if splits > 1:
+        if splits > 1 and base.phases == 1:
             candidates.append((tile, splits, _GpuCost(p, tile, splits, lens)))
     for tile, splits, cand in candidates:
         t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)

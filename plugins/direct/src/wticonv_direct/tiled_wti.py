@@ -8,8 +8,6 @@
 - fwd and bwd efficiency is scaled by Q / (Q + setup) for a reduction of Q indices
   (:data:`SETUP_STEPS`: 32 on the CPU, 24 on the GPU): short reductions pay the block's
   set-up and store.
-- On the GPU, bwd at stride > 1 (one launch per stride phase, dx written with the
-  stride's gaps) reaches :data:`GPU_PHASE_EFFICIENCY` of the stride-1 efficiency.
 - ``padded_flops`` counts the multiply-adds of whole blocks (channels and positions
   rounded up to the block sizes), so small K or small pictures cost what the tail blocks
   waste; bwd sums its stride phases, which skip the taps that only meet zeros.
@@ -33,8 +31,7 @@ from wticonv import WTI_UNKNOWN
 
 from .programs import LAUNCH_OVERHEAD_S
 
-__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "GPU_PHASE_EFFICIENCY", "plan_seconds",
-           "wti"]
+__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "plan_seconds", "wti"]
 
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
@@ -62,10 +59,6 @@ SLOTS_PER_CU = {"64x64": 4, "64x128": 2, "64x128k8": 2, "128x128": 1, "16x256": 
 #: (2x too fast). GPU: fitted to ResNet-50's 1x1 layers with 64 channels at N=32 on the
 #: H200 (predicted 1.35x too fast without it; evaluate-resnet50-n32-h200.csv).
 SETUP_STEPS = {"cpu": 32, "gpu": 24}
-#: GPU bwd at stride > 1: fraction of the stride-1 efficiency its phase launches reach
-#: (ResNet-50's stride-2 layers at N=32 on the H200 ran 1.7-1.9x slower than predicted
-#: without it).
-GPU_PHASE_EFFICIENCY = 0.55
 
 
 def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
@@ -80,8 +73,6 @@ def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
         # a block's set-up (offsets, masks, the store) against its part of the reduction
         q = plan.reduction / plan.splits
         eff *= q / (q + SETUP_STEPS[kind])
-    if kind == "gpu" and plan.phases > 1:
-        eff *= GPU_PHASE_EFFICIENCY
     compute = plan.padded_flops / (peak_flops * eff) if plan.padded_flops > 0 else 0.0
     return (plan.n_launches * LAUNCH_OVERHEAD_S[kind] + compute
             + plan.traffic_bytes / bandwidth)
