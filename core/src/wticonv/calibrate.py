@@ -66,12 +66,12 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
     """Measure every applicable solver on the probe problems at batch size ``n`` and store
     each solver's factors (predicted / measured time) for ``handle``'s device.
 
-    Each solver's time on a probe is the fastest of ``iterations`` timed runs (after a
-    warm-up; fewer once ``time_cap_ms`` of kernel time is spent): interference from other
-    work only ever adds time. A solver's all-directions factor is the median over every
-    probe it ran; its factor for a direction is the median over that direction's probes,
-    shrunk towards the all-directions one (:data:`SHRINK_PROBES`): geometric mean weighted
-    by probe counts.
+    Each solver's time on a probe is the median of ``iterations`` timed runs (after a
+    warm-up; fewer once ``time_cap_ms`` of kernel time is spent), the statistic find mode
+    and :mod:`wticonv.evaluate` judge by. A solver's all-directions factor is the median
+    over every probe it ran; its factor for a direction is the median over that
+    direction's probes, shrunk towards the all-directions one (:data:`SHRINK_PROBES`):
+    geometric mean weighted by probe counts.
 
     Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
     ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
@@ -94,7 +94,7 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
                 for sid, pred in predicted.items():
                     try:
                         t = timed(handle, p, iterations, time_cap_ms, None, sid, None,
-                                  tensors, min)[0]
+                                  tensors)[0]
                     except WticonvError:
                         continue
                     ratios.setdefault(sid, []).append(pred / t)
