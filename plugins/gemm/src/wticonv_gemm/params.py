@@ -129,15 +129,22 @@ def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
     return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill * loads
 
 
+#: sgemm_nn's rate when B's columns are gathered element by element (strided pixels,
+#: pictures under 16 pixels) against contiguous columns: gemm.1x1 forward at stride 2 on
+#: ResNet-50's layers (N=8, PoCL, 2-core Zen 5) ran 1.6x slower than 0.25 predicted,
+#: relative to its stride-1 layers (evaluate-resnet50-n8-cpu.csv).
+CPU_GATHER_FACTOR = 0.16
+
+
 def cpu_nn_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
                       contiguous: bool, cfg: CpuConfig = CPU_NN) -> float:
     """Predicted fraction of peak of ``sgemm_nn``: ``CPU_NN.efficiency * util(M, mr) *
-    util(N, 32) * fill * kfill``, times 0.25 when B's columns must be gathered element by
-    element (strided pixels, pictures under 16 pixels); fill = min(1, work-items /
-    (4 x cores)); kfill = K / (K + 8) (the tile's start and its stores)."""
+    util(N, 32) * fill * kfill``, times :data:`CPU_GATHER_FACTOR` when B's columns must be
+    gathered element by element (strided pixels, pictures under 16 pixels); fill = min(1,
+    work-items / (4 x cores)); kfill = K / (K + 8) (the tile's start and its stores)."""
     items = -(-M // cfg.mr) * -(-N // cfg.nr) * groups
     fill = min(1.0, items / (4.0 * compute_units))
-    gather = 1.0 if contiguous else 0.25
+    gather = 1.0 if contiguous else CPU_GATHER_FACTOR
     return (cfg.efficiency * _util(M, cfg.mr) * _util(N, cfg.nr) * fill * K / (K + 8.0)
             * gather)
 
