@@ -71,6 +71,12 @@ def test_stale_and_corrupt_records_are_ignored(own_handle):
     store.put_find_records(key, P.key, [("direct.naive", version, naive_ws, 0.001, 3, 0)])
     h.forget_selections()
     assert h.select(P).solver_id == "direct.naive"       # a valid record wins
+    # ... but a measured slow solver never outranks one predicted faster (ranked by time)
+    store.put_find_records(key, P.key, [("direct.naive", version, naive_ws, 1e4, 3, 0)])
+    h.forget_selections()
+    sel = h.select(P)
+    assert sel.solver_id != "direct.naive"
+    assert sel.candidates[-1].solver_id == "direct.naive"
     summary = store.summary()
     assert summary["find_db"] == 1
     store.clear()

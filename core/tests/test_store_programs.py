@@ -41,6 +41,17 @@ def test_corrupt_database_is_moved_aside(tmp_path):
     assert s.get_device_figures("dev") == (1.0, 2.0)
     aside = [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert len(aside) == 1
+    # corrupted again within the same second: the first copy is kept, not overwritten
+    s.close()
+    (tmp_path / "wticonv.sqlite").write_bytes(b"damaged again" * 100)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"wticonv.sqlite{suffix}").unlink(missing_ok=True)
+    with pytest.warns(UserWarning, match="cannot be used"):
+        Store(tmp_path).get_device_figures("dev")
+    copies = sorted(p for p in tmp_path.iterdir() if p.name.endswith(tuple("0123456789"))
+                    and ".corrupt-" in p.name)
+    assert len(copies) == 2
+    assert {p.read_bytes()[:13] for p in copies} == {b"this is not a", b"damaged again"}
 
 
 def test_program_built_once_then_loaded_from_disk(handle, tmp_path):

@@ -235,3 +235,87 @@ def test_cli_tune_explain_and_cache(own_store, monkeypatch, capsys):
     capsys.readouterr()
     assert main(["cache", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tables"]["perf_db"] == 0
+
+
+def test_a_default_faster_than_every_perf_config_keeps_no_record(own_handle, monkeypatch):
+    """tune compares the default with the listed configs: when the default wins, the
+    perf-db keeps no record (and an earlier one is deleted)."""
+    import wticonv.find as find_mod
+
+    h = own_handle
+    store, key = h.device.store, h.device.key
+    version = h.registry.solvers[TILED].version
+    offered = h.registry.call(TILED, "perf_configs", problem=P, device=h.device,
+                              workspace_limit=None)
+    store.put_perf_record(key, P.key, TILED, version, offered[0], 1.0, 2.0)
+    seen = []
+
+    def fake_timed(handle, problem, iterations, cap, limit, solver, perf_config=None,
+                   tensors=None, statistic=None):
+        seen.append(perf_config)
+        return (1.0 if perf_config == "default" else 2.0 + len(seen), 1, False, 0,
+                perf_config)
+
+    monkeypatch.setattr(find_mod, "timed", fake_timed)
+    r = tune(h, P)[0]
+    assert seen[0] == "default" and set(seen[1:]) == set(offered)
+    assert r.best_config == "default" and r.best_ms == r.default_ms == 1.0 and r.recorded
+    assert (P.key, TILED) not in store.get_perf_records(key)
+    assert _tiled(h.select(P)).perf_config is None
+
+
+def test_tune_and_find_check_their_arguments(own_handle):
+    from wticonv import SolverNotFoundError
+
+    h = own_handle
+    with pytest.raises(SolverNotFoundError, match="bogus"):
+        tune(h, P, solvers=["bogus"])
+    with pytest.raises(ArgumentError, match="not tunable"):
+        tune(h, P, solvers=["direct.naive"])
+    with pytest.raises(ArgumentError, match="workspace_limit"):
+        tune(h, P, workspace_limit=-1)
+    with pytest.raises(ArgumentError, match="workspace_limit"):
+        find(h, P, workspace_limit=-1)
+    with pytest.raises(ArgumentError, match="iterations"):
+        find(h, P, iterations=0)
+    assert [r.solver_id for r in tune(h, P, iterations=1, solvers=TILED)] == [TILED]
+
+
+def test_compute_with_a_forced_perf_config(own_handle):
+    import numpy as np
+
+    from wticonv import reference, rms_range
+
+    h = own_handle
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, P.x_shape).astype(np.float32)
+    w = rng.uniform(-1, 1, P.w_shape).astype(np.float32)
+    offered = h.registry.call(TILED, "perf_configs", problem=P, device=h.device,
+                              workspace_limit=None)
+    for cfg in (offered[-1], "default"):
+        y = h.compute(P, x=x, w=w, solver=TILED, perf_config=cfg)
+        assert rms_range(y, reference(P, x=x, w=w)) < 1e-5
+    with pytest.raises(SolverNotApplicableError, match="not offered"):
+        h.compute(P, x=x, w=w, solver=TILED, perf_config="nope")
+
+
+def test_cli_rejects_bad_targets_before_measuring(own_store, monkeypatch, capsys, tmp_path):
+    from wticonv.cli import main
+
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
+    flags = ["-n", "1", "-c", "4", "-H", "6", "-W", "6", "-k", "4", "-y", "3", "-x", "3"]
+    cases = [
+        (["find", "mobilenetv2", "--directions", ","], "--directions"),
+        (["tune", *flags, "--directions", "wrw"], "use -F"),
+        (["evaluate", "mobilenetv2", "--csv", str(tmp_path / "no" / "x.csv")], "does not exist"),
+        (["evaluate", "mobilenetv2", "--plot", str(tmp_path / "x.txt")], ".png"),
+    ]
+    for argv, text in cases:
+        assert main(argv) == 2, argv
+        assert text in capsys.readouterr().err, argv
+    # a problem too large for the device: find says why nothing ran
+    big = ["-n", "100000", "-c", "256", "-H", "56", "-W", "56", "-k", "256", "-y", "1",
+           "-x", "1", "-F", "1"]
+    assert main(["find", *big, "-i", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "fastest none (" in out and "bytes" in out

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, field
 
 from .find import DEFAULT_ITERATIONS, DEFAULT_TIME_CAP_MS, find
@@ -75,7 +76,7 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
     """Measure every applicable solver on each problem and score the choice rules.
 
     ``progress``, when given, is called with (index, count, problem) before each problem.
-    Problems that no solver could run are left out.
+    Problems that no solver could run are left out, each with a warning saying why.
     """
     cases = []
     problems = list(problems)
@@ -85,6 +86,9 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
         results = find(handle, p, iterations, time_cap_ms, workspace_limit, search=False)
         measured = {r.solver_id: r.time_ms for r in results if r.time_ms is not None}
         if not measured:
+            why = next((r.reason for r in results if r.reason), "no solver is installed")
+            warnings.warn(f"wticonv: no solver could run {p.key} ({why}); it is left out of "
+                          "the evaluation", stacklevel=2)
             continue
         model = select(handle.registry, p, handle.device, workspace_limit, measured=False)
         cands = model.candidates

@@ -12,10 +12,11 @@ by device key (platform, device name, driver version), problem key (MIOpen's fin
 format) and solver id, with the solver's version and the workspace it used.
 
 Immediate mode then uses the records (:func:`apply_records`): a candidate whose record
-matches its installed version and its planned workspace is ranked by its measured time,
-ahead of the candidates ranked by WTI; ``wticonv explain`` shows ``find-db`` as the source.
+matches its installed version and its planned workspace is ranked by its measured time
+(the others by their predicted time); ``wticonv explain`` shows ``find-db`` as the source.
 Records of another solver version are ignored (stale), as are those of another workspace
-plan (a different ``workspace_limit``). ``wticonv cache --clear`` deletes them.
+plan (a different ``workspace_limit`` or perf config). ``wticonv cache --clear`` deletes
+them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .errors import WticonvError
 from .problem import ConvProblem
 from .tensors import ConvTensors
 
-__all__ = ["FindResult", "find", "timed", "problem_tensors", "apply_records", "DEFAULT_ITERATIONS",
+__all__ = ["FindResult", "find", "timed", "problem_tensors", "apply_records", "check_limits", "DEFAULT_ITERATIONS",
            "DEFAULT_TIME_CAP_MS"]
 
 #: Timed runs per solver after the warm-up (fewer when the time cap is reached).
@@ -99,6 +100,21 @@ def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[Con
             b.release()
 
 
+def check_limits(iterations: int, time_cap_ms: float, workspace_limit) -> None:
+    """ArgumentError unless iterations >= 1, time_cap_ms > 0 and workspace_limit is None or
+    a non-negative int (find and tune check before measuring anything)."""
+    from .errors import ArgumentError
+
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ArgumentError(f"iterations={iterations!r} must be an integer >= 1")
+    if not time_cap_ms > 0:
+        raise ArgumentError(f"time_cap_ms={time_cap_ms!r} must be > 0 (milliseconds)")
+    if workspace_limit is not None and (isinstance(workspace_limit, bool) or not isinstance(
+            workspace_limit, int) or workspace_limit < 0):
+        raise ArgumentError(f"workspace_limit={workspace_limit!r} must be a non-negative "
+                            "integer number of bytes, or None for no limit")
+
+
 def timed(handle, problem: ConvProblem, iterations: int, time_cap_ms: float,
           workspace_limit: int | None, solver: str, perf_config: str | None = None,
           tensors: ConvTensors | None = None, statistic=statistics.median
@@ -150,12 +166,10 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
 
     Raises
     ------
-    ValueError
-        If ``iterations`` < 1 or ``time_cap_ms`` <= 0.
+    ArgumentError
+        If ``iterations`` < 1, ``time_cap_ms`` <= 0 or ``workspace_limit`` is negative.
     """
-    if iterations < 1 or not time_cap_ms > 0:
-        raise ValueError(f"iterations={iterations!r} must be >= 1 and "
-                         f"time_cap_ms={time_cap_ms!r} > 0")
+    check_limits(iterations, time_cap_ms, workspace_limit)
     results = [FindResult(sid, handle.registry.solvers[sid].version)
                for sid in handle.registry.ids()]
     try:
@@ -204,8 +218,12 @@ def apply_records(registry, device, problem: ConvProblem, verdicts) -> None:
         if rec is None or not v.applicable or v.reason:
             continue
         version, workspace, time_ms = rec[0], rec[1], rec[2]
-        if version != registry.solvers[v.solver_id].version or workspace != v.workspace:
-            v.note = "find-db record stale (other version or workspace): ranked by WTI"
+        if version != registry.solvers[v.solver_id].version:
+            v.note = f"find-db record stale (solver version {version}): ranked by WTI"
+            continue
+        if workspace != v.workspace:
+            v.note = (f"find-db record of another workspace plan ({workspace} bytes): "
+                      "ranked by WTI")
             continue
         v.measured_ms = time_ms
         v.wti_source = "find-db"

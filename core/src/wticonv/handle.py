@@ -126,7 +126,8 @@ class Handle:
 
     def run(self, problem: ConvProblem, tensors: ConvTensors,
             selection: Selection | None = None, workspace_limit: int | None = None,
-            solver: str | None = None, wait: bool = True) -> RunResult:
+            solver: str | None = None, wait: bool = True,
+            perf_config: str | None = None) -> RunResult:
         """Run ``problem`` on device buffers, with the chosen solver.
 
         If the chosen solver raises while running, it is set aside for this problem with a
@@ -138,7 +139,7 @@ class Handle:
             If the forced solver, or every candidate, failed to run.
         """
         if selection is None:
-            selection = self.select(problem, workspace_limit, solver)
+            selection = self.select(problem, workspace_limit, solver, perf_config)
         failures = []
         for v in selection.candidates:
             with self._lock:
@@ -166,8 +167,12 @@ class Handle:
 
     def compute(self, problem: ConvProblem, x: np.ndarray | None = None,
                 w: np.ndarray | None = None, y: np.ndarray | None = None,
-                workspace_limit: int | None = None, solver: str | None = None) -> np.ndarray:
+                workspace_limit: int | None = None, solver: str | None = None,
+                perf_config: str | None = None) -> np.ndarray:
         """Run ``problem`` on host arrays and return the result as a new float32 array.
+
+        ``solver`` forces a solver, ``perf_config`` one of its perf configs (tunable solvers,
+        see :mod:`wticonv.tune`; ``"default"`` its own default).
 
         ``fwd`` needs x (N x C x H x W) and w (K x C/groups x R x S) and returns y;
         ``bwd`` needs y (dy, N x K x Ho x Wo) and w and returns dx; ``wrw`` needs x and y
@@ -208,7 +213,7 @@ class Handle:
                 else:
                     bufs[name] = dev.upload(arrays[name], f"tensor {name}")
             self.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
-                     workspace_limit=workspace_limit, solver=solver)
+                     workspace_limit=workspace_limit, solver=solver, perf_config=perf_config)
             return dev.download(bufs[out_name], shapes[out_name])
         finally:
             for b in bufs.values():

@@ -4,9 +4,11 @@ Candidates are the solvers that are applicable, dynamic, report a WTI >= 0 and n
 more workspace than the caller allows. They are ordered by WTI (descending), then
 workspace (ascending), then solver id, and the first one runs. This is MIOpen's
 "Immediate Mode fallback" (MIOpen documentation, *Find and Immediate Mode*), with the
-solver id as a final, deterministic tie-break. Candidates that find mode has timed on this
-device (a valid find-db record for their version and workspace, :mod:`wticonv.find`) come
-first, fastest measured time first. Tunable solvers are asked about the perf config the
+solver id as a final, deterministic tie-break. Where find mode has timed candidates on this
+device (a valid find-db record for their version and workspace, :mod:`wticonv.find`), all
+candidates are ordered by time: the measured time where there is one, else the predicted
+time (which orders as the WTI does), so a slow solver that was measured never outranks a
+fast one whose record went stale. Tunable solvers are asked about the perf config the
 perf-db holds for the problem (:mod:`wticonv.tune`), else about their default.
 
 Every selection explains itself: one :class:`Verdict` per installed solver.
@@ -316,9 +318,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     if measured:
         apply_records(registry, device, problem, verdicts)
     candidates = [v for v in verdicts if v.applicable and not v.reason]
-    # Measured (find-db) candidates first, fastest first; then by WTI (immediate mode).
-    candidates.sort(key=lambda v: (v.measured_ms is None, v.measured_ms or 0.0, -v.wti,
-                                   v.workspace, v.solver_id))
+    # By time: measured (find-db) where known, else predicted (the WTI's order).
+    candidates.sort(key=lambda v: (v.measured_ms if v.measured_ms is not None
+                                   else v.predicted_ms, -v.wti, v.workspace, v.solver_id))
     for i, v in enumerate(candidates, 1):
         v.rank = i
     if not candidates:

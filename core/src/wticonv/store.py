@@ -202,7 +202,12 @@ class Store(Records):
         return conn
 
     def _move_aside(self, error: Exception) -> None:
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():          # never overwrite an earlier copy
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
         warnings.warn(f"wticonv: the cache database {self.path} cannot be used ({error}); "
                       f"moved it to {aside} and started a new one", stacklevel=4)
         for suffix in ("", "-wal", "-shm"):

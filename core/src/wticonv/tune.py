@@ -28,7 +28,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-from .errors import SolverWarning, WticonvError
+from .errors import ArgumentError, SolverWarning, WticonvError
 from .problem import ConvProblem
 from .records import valid_perf_config
 
@@ -58,7 +58,8 @@ class TuneResult:
         Median kernel time of the solver's own default (``perf_config=None``, whatever
         the perf-db holds), ms.
     best_config : str or None
-        The fastest perf config (None when none ran).
+        The fastest perf config, ``"default"`` when the solver's default beat every listed
+        one (then no record is kept), None when none ran.
     best_ms : float or None
         Its median kernel time, ms.
     times : dict
@@ -165,7 +166,8 @@ def tune(handle, problem: ConvProblem, workspace_limit: int | None = None,
         Timed runs per perf config after one warm-up, and the kernel time (ms) after which
         a config's runs are cut short (as in find mode).
     record : bool
-        Store each solver's fastest perf config in the perf-db (replacing its record).
+        Store each solver's fastest perf config in the perf-db (replacing its record; a
+        default that beats every listed config deletes the record instead).
     solvers : iterable of str, optional
         Tune only these solver ids (default: every tunable one).
     progress : callable, optional
@@ -181,17 +183,25 @@ def tune(handle, problem: ConvProblem, workspace_limit: int | None = None,
 
     Raises
     ------
-    ValueError
-        If ``iterations`` < 1 or ``time_cap_ms`` <= 0.
+    ArgumentError
+        If ``iterations`` < 1, ``time_cap_ms`` <= 0, ``workspace_limit`` is negative, or a
+        solver in ``solvers`` is not tunable.
+    SolverNotFoundError
+        If ``solvers`` names a solver that is not installed.
     DeviceMemoryError, HostMemoryError
         If the problem's tensors do not fit.
     """
-    from .find import problem_tensors, timed
+    from .find import check_limits, problem_tensors, timed
 
-    if iterations < 1 or not time_cap_ms > 0:
-        raise ValueError(f"iterations={iterations!r} must be >= 1 and "
-                         f"time_cap_ms={time_cap_ms!r} > 0")
+    check_limits(iterations, time_cap_ms, workspace_limit)
     registry, device = handle.registry, handle.device
+    if isinstance(solvers, str):
+        solvers = [solvers]
+    if solvers is not None:
+        for sid in solvers:
+            if not registry.get(sid).tunable:
+                raise ArgumentError(f"solver {sid!r} is not tunable (it has no perf_configs "
+                                    "hook)")
     tunable = [sid for sid in registry.ids() if registry.solvers[sid].tunable
                and (solvers is None or sid in set(solvers))]
     if tensors is None and tunable:
@@ -229,14 +239,20 @@ def tune(handle, problem: ConvProblem, workspace_limit: int | None = None,
             else:
                 r.times[cfg] = t
         ran = {c: t for c, t in r.times.items() if isinstance(t, float)}
+        if r.default_ms is not None:
+            ran[DEFAULT_PERF_CONFIG] = r.default_ms
         if not ran:
             r.reason = "no perf config ran"
             continue
         r.best_config = min(ran, key=ran.get)
         r.best_ms = ran[r.best_config]
         if record:
-            device.store.put_perf_record(device.key, problem.key, sid, entry.version,
-                                         r.best_config, r.best_ms, r.default_ms or r.best_ms)
+            if r.best_config == DEFAULT_PERF_CONFIG:   # the default wins: no record needed
+                device.store.delete_perf_record(device.key, problem.key, sid)
+            else:
+                device.store.put_perf_record(device.key, problem.key, sid, entry.version,
+                                             r.best_config, r.best_ms,
+                                             r.default_ms or r.best_ms)
             r.recorded = True
     if record:
         handle.forget_selections()

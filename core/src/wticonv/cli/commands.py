@@ -67,11 +67,21 @@ def _time_cap_option(f):
                         help="Kernel time after which a solver's runs are cut short.")(f)
 
 
+def _directions(directions: str) -> list[str]:
+    """``--directions`` parsed; a click usage error (exit 2) when it names none."""
+    try:
+        return parse_directions(directions)
+    except (ValueError, ProblemError) as e:
+        raise click.BadParameter(str(e), param_hint="--directions") from None
+
+
 def _network_problems(network: str, n: int | None, directions: str) -> list:
-    """Every distinct layer of ``network`` in every requested direction."""
+    """Every distinct layer of ``network`` in every requested direction (a driver line's
+    ``-F`` limits its layer further, as in bench)."""
+    dirs = _directions(directions)
     net = load_network(network, n)
-    return [layer.problem.with_direction(d) for layer in net.layers
-            for d in parse_directions(directions)]
+    return [layer.problem.with_direction(d) for layer in net.layers for d in dirs
+            if layer.directions is None or d in layer.directions]
 
 
 def _handle(device: str | None) -> Handle:
@@ -291,10 +301,7 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
     without benchmarking, run, verified against the float64 reference and timed. Exit
     status 1 if any layer fails verification.
     """
-    try:
-        dirs = parse_directions(directions)
-    except (ValueError, ProblemError) as e:
-        raise click.BadParameter(str(e), param_hint="--directions") from None
+    dirs = _directions(directions)
     net = load_network(network, n)
     handle = _handle(device)
     if solver is not None:
@@ -332,9 +339,9 @@ def cache(clear: bool, as_json: bool) -> int:
     if as_json:
         _emit_json(info)
     else:
+        if clear:
+            click.echo("cleared every record")
         click.echo(f"cache database: {info['path']}")
         for table, count in info["tables"].items():
             click.echo(f"  {table}: {count} record(s)")
-        if clear:
-            click.echo("cleared")
     return 0

@@ -24,8 +24,31 @@ def _targets(command: str, args: tuple[str, ...], n: int | None, directions: str
                               "conv flags such as -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
     if len(args) == 1 and not args[0].startswith("-") and "NCHW" not in args[0]:
         return _network_problems(args[0], n, directions)
+    if directions != _ALL_DIRECTIONS:
+        raise DriverArgsError("--directions applies to networks; for conv flags use -F (1 "
+                              "fwd, 2 bwd, 4 wrw), a find-db key names its own direction")
     # -n is taken by the command's option: it is the flags' batch size too
     return _problem_from(args if n is None else ("-n", str(n)) + tuple(args))[1]
+
+
+#: ``--directions``' default.
+_ALL_DIRECTIONS = "fwd,bwd,wrw"
+
+
+def _writable(path: str | None, what: str, suffixes: tuple[str, ...] = ()) -> None:
+    """Check before a long run that ``path`` can be written (its folder exists) and has
+    one of ``suffixes``; a usage error otherwise."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    p = Path(path)
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise click.BadParameter(f"{path!r}: {what} must end in {' or '.join(suffixes)}",
+                                 param_hint=what)
+    if not p.parent.is_dir():
+        raise click.BadParameter(f"{path!r}: the folder {str(p.parent)!r} does not exist",
+                                 param_hint=what)
 
 
 @cli.command(context_settings=_PASSTHROUGH)
@@ -63,8 +86,10 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
             best = results[0] if results and results[0].time_ms is not None else None
             ran = sum(r.time_ms is not None for r in results)
             cfg = f" ({best.perf_config})" if best and best.perf_config else ""
+            why = next((r.reason for r in results if r.reason), "no solver is installed")
             click.echo(f"[{i}/{len(problems)}] {p.key}: {ran} solver(s) timed; fastest "
-                       + (f"{best.solver_id}{cfg} {best.time_ms:.4f} ms" if best else "none"))
+                       + (f"{best.solver_id}{cfg} {best.time_ms:.4f} ms" if best
+                          else f"none ({why})"))
     if as_json:
         _emit_json({"device": handle.device.info.name, "finds": out})
     return 0
@@ -95,6 +120,8 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     """
     from .. import evaluate as ev
 
+    _writable(csv_path, "--csv")
+    _writable(plot_path, "--plot", (".png", ".pdf", ".svg"))
     problems = _network_problems(network, n, directions)
     handle = _handle(device)
 
@@ -135,7 +162,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=4, show_default=True,
               help="Batch size of the probe problems.")
 def calibrate(as_json, device, n) -> int:
-    """Fit per-device corrections to the solvers' WTI models (about a minute).
+    """Fit per-device corrections to the solvers' WTI models (seconds to a minute).
 
     Every applicable solver runs on 33 probe problems (11 kinds of layer from ResNet-50,
     MobileNetV2 and Inception-v3, three directions); each solver's factor per direction,
@@ -201,7 +228,7 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
     out = []
     for i, p in enumerate(problems, 1):
         def progress(sid, cfg, k, count, i=i, p=p):
-            if not as_json:
+            if not as_json and sys.stderr.isatty():
                 print(f"\r[{i}/{len(problems)}] {p.key}: {sid} {cfg or 'default'} "
                       f"({k + 1}/{count})".ljust(100), end="", file=sys.stderr, flush=True)
 
@@ -211,7 +238,8 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
                                                   for r in results]})
         if as_json:
             continue
-        print("\r".ljust(101), end="\r", file=sys.stderr)
+        if sys.stderr.isatty():
+            print("\r".ljust(101), end="\r", file=sys.stderr)
         for r in results:
             if r.reason:
                 click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: {r.reason}")
