@@ -320,6 +320,10 @@ def test_cli_rejects_bad_targets_before_measuring(own_store, monkeypatch, capsys
     for argv, text in cases:
         assert main(argv) == 2, argv
         assert text in capsys.readouterr().err, argv
+    # a find-db key takes -n as its batch size
+    assert main(["tune", P.key, "-n", "3", "-i", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tunes"][0]["problem"] == \
+        P.with_batch(3).key
     # a problem too large for the device: find says why nothing ran
     big = ["-n", "100000", "-c", "256", "-H", "56", "-W", "56", "-k", "256", "-y", "1",
            "-x", "1", "-F", "1"]

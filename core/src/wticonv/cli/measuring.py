@@ -27,8 +27,11 @@ def _targets(command: str, args: tuple[str, ...], n: int | None, directions: str
     if directions != _ALL_DIRECTIONS:
         raise DriverArgsError("--directions applies to networks; for conv flags use -F (1 "
                               "fwd, 2 bwd, 4 wrw), a find-db key names its own direction")
+    if len(args) == 1 and not args[0].startswith("-"):      # a find-db key
+        p = _problem_from(args)[1][0]
+        return [p if n is None else p.with_batch(n)]
     # -n is taken by the command's option: it is the flags' batch size too
-    return _problem_from(args if n is None else ("-n", str(n)) + tuple(args))[1]
+    return _problem_from(("-n", str(n)) + tuple(args) if n is not None else args)[1]
 
 
 #: ``--directions``' default.
