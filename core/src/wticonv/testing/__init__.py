@@ -1,17 +1,25 @@
-"""Helpers for testing solvers: a corpus of problems every solver should get right.
+"""The conformance kit: what tells a plugin author whether a solver honours the contract.
 
-:data:`EDGE_SHAPES` names small forward problems at the edges of the convolution's
-definition (1x1 pictures with padding, padding larger than the filter, stride larger than
-the filter and not dividing the picture, dilation with groups, outputs of size 1, K or C
-of 1, non-square and even filters...). Use them in every direction a solver accepts
-(``problem.with_direction(d)``) against :func:`wticonv.reference`.
+- :func:`check_solver` runs every check (:data:`CHECKS`, documented in
+  :mod:`wticonv.testing.checks` and docs/conformance.md) on one installed solver and
+  returns (or raises) a report; :func:`parametrize_with_checks` makes each (solver, check)
+  pair its own pytest test, ids ``<solver>-<check>``.
+- The pytest plugin (entry point ``pytest11``, :mod:`wticonv.testing.plugin`) adds the
+  ``wticonv_handle`` fixture; it imports nothing until used.
+- The problem corpus: :data:`EDGE_SHAPES` names small forward problems at the edges of the
+  convolution's definition (1x1 pictures with padding, padding larger than the filter,
+  stride larger than the filter and not dividing the picture, dilation with groups,
+  outputs of size 1, K or C of 1, non-square and even filters...); :func:`problems` is a
+  hypothesis strategy of small valid problems in every direction. Use them against
+  :func:`wticonv.reference`.
 """
 
 from __future__ import annotations
 
 from ..problem import ConvProblem as P
 
-__all__ = ["EDGE_SHAPES"]
+__all__ = ["EDGE_SHAPES", "problems", "check_solver", "parametrize_with_checks", "CHECKS",
+           "CheckFailure", "SolverReport", "default_corpus"]
 
 #: Name -> small forward :class:`~wticonv.ConvProblem` at an edge of the definition.
 EDGE_SHAPES = {
@@ -41,3 +49,41 @@ EDGE_SHAPES = {
     "resnet conv1 shape": P(1, 3, 32, 32, 8, 7, 7, pad_h=3, pad_w=3, stride_h=2,
                             stride_w=2),
 }
+
+
+def problems(max_n: int = 3, max_channels: int = 12, max_picture: int = 14):
+    """A hypothesis strategy of small valid :class:`~wticonv.ConvProblem` objects, in every
+    direction: filters 1x1 to 7x7 (3x3 most often), strides 1-3, dilations 1-2, padding
+    0-3, plain, grouped and depthwise, pictures from the smallest the filter allows up to
+    ``max_picture``. Needs hypothesis (the ``test`` extra)."""
+    from hypothesis import strategies as st
+
+    from ..problem import DIRECTIONS
+
+    @st.composite
+    def draw(d):
+        r = d(st.sampled_from([1, 2, 3, 3, 3, 5, 7]))
+        s = d(st.sampled_from([r, r, 1, 3]))
+        dil_h, dil_w = d(st.sampled_from([1, 1, 2])), d(st.sampled_from([1, 1, 2]))
+        pad_h, pad_w = d(st.integers(0, 3)), d(st.integers(0, 3))
+        kind = d(st.sampled_from(["plain", "plain", "grouped", "depthwise"]))
+        if kind == "depthwise":
+            groups = c = d(st.integers(1, max_channels))
+            k = c * d(st.integers(1, 2))
+        else:
+            groups = d(st.integers(2, 3)) if kind == "grouped" else 1
+            c = groups * d(st.integers(1, max(1, max_channels // groups)))
+            k = groups * d(st.integers(1, max(1, max_channels // groups)))
+        eff_r, eff_s = (r - 1) * dil_h + 1, (s - 1) * dil_w + 1
+        h = d(st.integers(max(1, eff_r - 2 * pad_h), max(eff_r - 2 * pad_h, 1) + max_picture))
+        w = d(st.integers(max(1, eff_s - 2 * pad_w), max(eff_s - 2 * pad_w, 1) + max_picture))
+        return P(d(st.integers(1, max_n)), c, h, w, k, r, s, pad_h=pad_h, pad_w=pad_w,
+                 stride_h=d(st.integers(1, 3)), stride_w=d(st.integers(1, 3)),
+                 dilation_h=dil_h, dilation_w=dil_w, groups=groups,
+                 direction=d(st.sampled_from(list(DIRECTIONS))))
+
+    return draw()
+
+
+from .checks import CHECKS, CheckFailure  # noqa: E402 - after EDGE_SHAPES, which they use
+from .kit import SolverReport, check_solver, default_corpus, parametrize_with_checks  # noqa: E402

@@ -40,6 +40,9 @@ class F2x3Solver(WinogradBase):
 
     solver_id = "winograd.f2x3"
     tolerance = 2e-5
+    #: Largest WTI it may report (conformance check "wti"): the multiplications the
+    #: transform saves, F(2x2, 3x3): 4 x 9 products for 16 multiplications, 36/16.
+    max_wti = 2.25
 
     def covers(self, problem):
         return covers_3x3(problem, Variant(2, 2, 3, 3))

@@ -37,6 +37,9 @@ class FusedF2x3Solver:
 
     solver_id = "winograd.fused_f2x3"
     tolerance = 2e-5
+    #: Largest WTI it may report (conformance check "wti"): the multiplications the
+    #: transform saves, F(2x2, 3x3): 36/16.
+    max_wti = 2.25
 
     def covers(self, problem):
         """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""

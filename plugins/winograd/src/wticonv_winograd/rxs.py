@@ -31,6 +31,9 @@ class RxSSolver(WinogradBase):
 
     solver_id = "winograd.rxs"
     tolerance = 2e-5
+    #: Largest WTI it may report (conformance check "wti"): the multiplications the
+    #: transform saves, pieces served by F(2x2, 3x3) or F(2x2, 2x2), at most 36/16.
+    max_wti = 2.25
 
     def covers(self, problem):
         p = problem

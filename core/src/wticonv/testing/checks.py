@@ -1,0 +1,286 @@
+"""The conformance checks: what every solver plugin must honour (see docs/hooks.md).
+
+Each check is a function ``check_<name>(sut)`` of a :class:`SolverUnderTest`; it returns
+nothing when the solver passes and raises :class:`CheckFailure` saying what is wrong
+otherwise. :data:`CHECKS` lists them in the order :func:`wticonv.testing.check_solver`
+runs them. They run real kernels on the handle's device, on small problems (a second or
+two per check on a CPU through PoCL, kernel builds aside).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import WticonvError
+from ..hookspecs import HOOK_NAMES, WTI_UNKNOWN
+from ..problem import DIRECTIONS, ConvProblem
+from ..reference import reference, rms_range
+
+__all__ = ["CheckFailure", "SolverUnderTest", "CHECKS", "QUERY_BUDGET_S", "DEFAULT_MAX_WTI"]
+
+#: Mean time one query hook may take per call, seconds: generous against the
+#: microseconds the hook reference asks for, so that a loaded CI machine does not fail it.
+QUERY_BUDGET_S = 2e-3
+#: Largest WTI a solver may report unless it declares ``max_wti`` (direct-algorithm FLOPs
+#: at the device's peak: 1.0; algorithms that do fewer multiplications, such as Winograd,
+#: declare their saving, e.g. F(4x4, 3x3): 144/36 = 4).
+DEFAULT_MAX_WTI = 1.0
+
+_OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+
+
+class CheckFailure(AssertionError):
+    """A solver broke the contract; the message says how (and on which problem)."""
+
+
+@dataclass
+class SolverUnderTest:
+    """One solver, its handle and the problems to check it on.
+
+    Attributes
+    ----------
+    handle : Handle
+        The handle whose registry holds the solver and whose device runs it.
+    solver_id : str
+    corpus : list[ConvProblem]
+        Problems to check, in every direction (problems the solver declines are skipped).
+    examples : int
+        Problems the ``reference`` check draws from :func:`wticonv.testing.problems`.
+    """
+
+    handle: object
+    solver_id: str
+    corpus: list = field(default_factory=list)
+    examples: int = 20
+
+    @property
+    def entry(self):
+        return self.handle.registry.get(self.solver_id)
+
+    def call(self, hook: str, problem: ConvProblem, limit: int | None = None):
+        return self.handle.registry.call(self.solver_id, hook, problem=problem,
+                                         device=self.handle.device, workspace_limit=limit)
+
+    def accepts(self, problem: ConvProblem) -> bool:
+        """The solver says it applies and can be forced (the workspace fits the device)."""
+        if not self.call("is_applicable", problem):
+            return False
+        try:
+            self.handle.select(problem, solver=self.solver_id)
+        except WticonvError:
+            return False
+        return True
+
+    def accepted(self) -> list[ConvProblem]:
+        """The corpus in every direction, the problems the solver accepts."""
+        out = [p.with_direction(d) for p in self.corpus for d in DIRECTIONS]
+        return [p for p in out if self.accepts(p)]
+
+    def run(self, problem: ConvProblem, data: dict) -> np.ndarray:
+        """The solver's result on host arrays ``data`` (x, w, y as the direction needs)."""
+        given = {k: v for k, v in data.items() if k != _OUT[problem.direction]}
+        return self.handle.compute(problem, solver=self.solver_id, **given)
+
+    def tolerance(self, problem: ConvProblem) -> float:
+        from .. import solver_tolerance
+
+        return solver_tolerance(self.handle, self.solver_id, problem)
+
+    def builds(self) -> int:
+        return self.handle.device.programs.counters.builds
+
+
+def random_data(problem: ConvProblem, seed: int = 0) -> dict:
+    """Uniform [-1, 1) float32 x, w and y of ``problem``."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.uniform(-1, 1, shape).astype(np.float32)
+            for name, shape in (("x", problem.x_shape), ("w", problem.w_shape),
+                                ("y", problem.y_shape))}
+
+
+def _first_accepted(sut: SolverUnderTest) -> ConvProblem:
+    for p in sut.accepted():
+        return p
+    raise CheckFailure(f"{sut.solver_id} accepts none of the {len(sut.corpus)} corpus "
+                       "problems in any direction; give the kit problems it accepts")
+
+
+# ----------------------------------------------------------------------------- checks
+def check_hooks(sut: SolverUnderTest) -> None:
+    """The solver is registered with every required hook (the registry checked their
+    signatures against the specs), ``is_dynamic`` answers a bool, and a tunable solver's
+    ``perf_configs`` answers a list of distinct valid names for the problems it accepts."""
+    from ..tune import offered_perf_configs
+
+    entry = sut.entry
+    missing = [h for h in HOOK_NAMES if not hasattr(entry.obj, h)]
+    if missing:
+        raise CheckFailure(f"{sut.solver_id} lacks the hook(s) {', '.join(missing)}")
+    dyn = sut.handle.registry.call(sut.solver_id, "is_dynamic")
+    if not isinstance(dyn, bool):
+        raise CheckFailure(f"is_dynamic returned {dyn!r}, not True or False")
+    if entry.tunable:
+        for p in sut.accepted()[:5]:
+            try:
+                offered_perf_configs(sut.handle.registry, sut.solver_id, p,
+                                     sut.handle.device, None)
+            except ValueError as e:
+                raise CheckFailure(f"perf_configs on {p.key}: {e}") from None
+
+
+def check_queries_pure(sut: SolverUnderTest) -> None:
+    """``is_applicable``, ``workspace_size`` and ``get_wti`` are deterministic (the same
+    answer twice), build no kernels, and take under :data:`QUERY_BUDGET_S` per call on
+    average."""
+    problems = [p.with_direction(d) for p in sut.corpus for d in DIRECTIONS]
+    builds, calls, t0 = sut.builds(), 0, time.perf_counter()
+    for p in problems:
+        first = sut.call("is_applicable", p)
+        calls += 1
+        if bool(sut.call("is_applicable", p)) != bool(first):
+            raise CheckFailure(f"is_applicable answered differently twice on {p.key}")
+        if not first:
+            continue
+        for hook in ("workspace_size", "get_wti"):
+            a, b = sut.call(hook, p), sut.call(hook, p)
+            calls += 2
+            if a != b:
+                raise CheckFailure(f"{hook} answered {a!r}, then {b!r} on {p.key}")
+    elapsed = time.perf_counter() - t0
+    if sut.builds() != builds:
+        raise CheckFailure(f"the query hooks built {sut.builds() - builds} program(s); "
+                           "build kernels in run only")
+    if calls and elapsed / calls > QUERY_BUDGET_S:
+        raise CheckFailure(f"the query hooks took {elapsed / calls * 1e3:.2f} ms per call on "
+                           f"average (budget {QUERY_BUDGET_S * 1e3:.0f} ms)")
+
+
+def check_wti(sut: SolverUnderTest) -> None:
+    """``get_wti`` is finite and -2.0 (unknown) or between 0 and the solver's ``max_wti``
+    (:data:`DEFAULT_MAX_WTI` unless it declares one); ``workspace_size`` is a
+    non-negative int."""
+    cap = float(getattr(sut.entry.obj, "max_wti", DEFAULT_MAX_WTI))
+    for p in sut.accepted():
+        wti = sut.call("get_wti", p)
+        if (isinstance(wti, bool) or not isinstance(wti, (int, float))
+                or not math.isfinite(wti) or not (wti == WTI_UNKNOWN or 0 <= wti <= cap)):
+            raise CheckFailure(f"get_wti returned {wti!r} on {p.key}: it must be -2.0 or "
+                               f"between 0 and {cap} (declare max_wti if more is right)")
+        ws = sut.call("workspace_size", p)
+        if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
+            raise CheckFailure(f"workspace_size returned {ws!r} on {p.key}")
+
+
+def _check_reference(sut: SolverUnderTest, p: ConvProblem, seed: int) -> None:
+    data = random_data(p, seed)
+    got = sut.run(p, data)
+    given = {k: v for k, v in data.items() if k != _OUT[p.direction]}
+    want = reference(p, **given)
+    err = float(rms_range(got, want))
+    tol = sut.tolerance(p)
+    if not err <= tol:
+        raise CheckFailure(f"{p.key} ({p.describe()}): rms_range {err:.3g} against the "
+                           f"float64 reference, over the solver's tolerance {tol:.3g}")
+
+
+def check_reference(sut: SolverUnderTest) -> None:
+    """Every corpus problem the solver accepts, in every direction, and ``examples``
+    problems drawn by hypothesis (:func:`wticonv.testing.problems`, derandomized), match
+    the float64 reference within the solver's tolerance (rms_range)."""
+    from hypothesis import HealthCheck, given, settings
+
+    from . import problems
+
+    for i, p in enumerate(sut.accepted()):
+        _check_reference(sut, p, i)
+
+    @settings(max_examples=sut.examples, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(problems())
+    def drawn(p):
+        if sut.accepts(p):
+            _check_reference(sut, p, 0)
+
+    drawn()
+
+
+def check_dynamic(sut: SolverUnderTest) -> None:
+    """A solver that says it is dynamic builds nothing new for other batch and picture
+    sizes once it has run a problem (N, H and W are kernel arguments)."""
+    if not sut.handle.registry.call(sut.solver_id, "is_dynamic"):
+        return
+    for p in sut.accepted():
+        sut.run(p, random_data(p))
+        before = sut.builds()
+        for q in (p.with_batch(p.n + 1), dataclasses.replace(p, h=p.h + 2, w=p.w + 3)):
+            if sut.accepts(q):
+                sut.run(q, random_data(q))
+        if sut.builds() != before:
+            raise CheckFailure(f"is_dynamic is True, but {sut.builds() - before} program(s) "
+                               f"were built for other sizes of {p.key}")
+
+
+def check_runs_cleanly(sut: SolverUnderTest) -> None:
+    """On every accepted corpus problem: the inputs are unchanged by the run, the output
+    is fully overwritten (it starts as NaN), and two runs give identical results."""
+    from ..tensors import ConvTensors
+
+    dev = sut.handle.device
+    for i, p in enumerate(sut.accepted()):
+        data = random_data(p, i)
+        out = _OUT[p.direction]
+        bufs = {k: dev.upload(np.full_like(v, np.nan) if k == out else v)
+                for k, v in data.items()}
+        try:
+            results = []
+            for _ in range(2):
+                sut.handle.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
+                               solver=sut.solver_id)
+                results.append(dev.download(bufs[out], data[out].shape))
+            for k in data:
+                if k != out and not np.array_equal(dev.download(bufs[k], data[k].shape),
+                                                   data[k]):
+                    raise CheckFailure(f"{p.key}: the run modified its input {k}")
+        finally:
+            for b in bufs.values():
+                b.release()
+        if np.isnan(results[0]).any():
+            raise CheckFailure(f"{p.key}: {int(np.isnan(results[0]).sum())} output elements "
+                               "were never written (still NaN)")
+        if not np.array_equal(results[0], results[1]):
+            raise CheckFailure(f"{p.key}: two runs on the same inputs differ (largest "
+                               f"difference {np.abs(results[0] - results[1]).max():.3g})")
+
+
+def check_nan_inf(sut: SolverUnderTest) -> None:
+    """NaN and Inf in the data input (x for fwd and wrw, dy for bwd) reach the output:
+    every element the float64 reference makes NaN or infinite is NaN or infinite."""
+    for i, p in enumerate(sut.accepted()):
+        data = random_data(p, i)
+        src = "y" if p.direction == "bwd" else "x"
+        flat = data[src].reshape(-1)
+        flat[flat.size // 2] = np.nan
+        flat[flat.size // 3] = np.inf
+        got = sut.run(p, data)
+        want = reference(p, **{k: v for k, v in data.items() if k != _OUT[p.direction]})
+        lost = np.isfinite(got) & ~np.isfinite(want)
+        if lost.any():
+            raise CheckFailure(f"{p.key}: {int(lost.sum())} output elements are finite where "
+                               "the reference is NaN or infinite")
+
+
+#: Check name -> function, in run order (test ids use the names).
+CHECKS = {
+    "hooks": check_hooks,
+    "queries_pure": check_queries_pure,
+    "wti": check_wti,
+    "reference": check_reference,
+    "dynamic": check_dynamic,
+    "runs_cleanly": check_runs_cleanly,
+    "nan_inf": check_nan_inf,
+}

@@ -1,0 +1,153 @@
+"""The conformance kit on every built-in solver, and on broken solvers it must catch."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from wticonv import Handle, hookimpl
+from wticonv.plugins import SolverRegistry
+from wticonv.testing import (CHECKS, EDGE_SHAPES, CheckFailure, check_solver,
+                             parametrize_with_checks, problems)
+from wticonv_direct.naive import solver as naive
+
+BUILT_INS = ["direct.depthwise", "direct.naive", "direct.tiled", "gemm.1x1", "gemm.im2col",
+             "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3", "winograd.rxs"]
+
+
+@parametrize_with_checks(BUILT_INS)
+def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
+    check(wticonv_handle)
+
+
+def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
+    assert list(CHECKS) == ["hooks", "queries_pure", "wti", "reference", "dynamic",
+                            "runs_cleanly", "nan_inf"]
+    mark = parametrize_with_checks(["a.b"], expected_failed_checks={"wti": "known"})
+    params = mark.args[1]
+    assert [p.id for p in params] == [f"a.b-{name}" for name in CHECKS]
+    assert [m.kwargs["reason"] for p in params for m in p.marks] == ["known"]
+
+
+class _Like:
+    """A runnable solver built on direct.naive's hooks; subclasses break one promise."""
+
+    solver_id = "fake.like"
+    tolerance = 1e-5
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        return naive.is_applicable(problem, device)
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        return naive.get_wti(problem, device)
+
+    @hookimpl
+    def workspace_size(self, problem, device):
+        return 0
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        naive.run(problem, device, tensors, workspace)
+
+
+class _BadWti(_Like):
+    solver_id = "fake.bad_wti"
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        return 3.5                          # above 1.0 with no max_wti declared
+
+
+class _NoWrite(_Like):
+    solver_id = "fake.no_write"
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        return None                         # leaves the output as it was
+
+
+class _BuildsInQueries(_Like):
+    solver_id = "fake.builds_in_queries"
+    calls = itertools.count()
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        if problem.direction == "fwd":       # a new program on every forward query
+            device.build("__kernel void k(__global float *a) { a[0] = N; }",
+                         f"-DN={next(self.calls)}")
+        return naive.is_applicable(problem, device)
+
+
+class _NotReallyDynamic(_Like):
+    solver_id = "fake.not_dynamic"
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        device.build("__kernel void k(__global float *a) { a[0] = N; }",
+                     f"-DN={problem.n * 100000 + problem.h * 100 + problem.w}")
+        naive.run(problem, device, tensors, workspace)
+
+
+@pytest.mark.parametrize("fake, failing", [
+    (_Like, []),
+    (_BadWti, ["wti"]),
+    (_NoWrite, ["reference", "runs_cleanly", "nan_inf"]),
+    (_NotReallyDynamic, ["dynamic"]),
+], ids=lambda v: v if isinstance(v, list) and v else getattr(v, "solver_id", "none"))
+def test_the_kit_catches_broken_solvers(fake, failing, wticonv_handle):
+    reg = SolverRegistry(load_entry_points=False)
+    reg.register(fake())
+    h = Handle(wticonv_handle.device, reg)
+    report = check_solver(fake.solver_id, h, raise_on_failure=False, examples=5)
+    failed = [r.check for r in report.results if not r.passed]
+    assert failed == failing, str(report)
+    for r in report.results:
+        assert bool(r.message) == (not r.passed)
+    if failing:
+        with pytest.raises(CheckFailure, match=failing[0]):
+            check_solver(fake.solver_id, h, checks=[failing[0]], examples=5)
+        # an expected failure with its reason makes the report ok
+        ok = check_solver(fake.solver_id, h, checks=failing, examples=5,
+                          expected_failed_checks={c: "known" for c in failing})
+        assert ok.ok and "failed as expected (known)" in str(ok)
+
+
+def test_the_kit_catches_builds_in_query_hooks(wticonv_handle):
+    reg = SolverRegistry(load_entry_points=False)
+    reg.register(_BuildsInQueries())
+    h = Handle(wticonv_handle.device, reg)
+    one = [EDGE_SHAPES["groups 4"]]          # 2 builds: one per forward query
+    with pytest.raises(CheckFailure, match="the query hooks built 2 program"):
+        check_solver(_BuildsInQueries.solver_id, h, corpus=one, checks=["queries_pure"])
+
+
+def test_unknown_checks_and_solvers_are_refused(wticonv_handle):
+    from wticonv import SolverNotFoundError
+
+    with pytest.raises(ValueError, match="unknown check"):
+        check_solver("direct.naive", wticonv_handle, checks=["nope"])
+    with pytest.raises(SolverNotFoundError, match="direct.naive"):
+        check_solver("no.such", wticonv_handle)
+
+
+def test_the_problem_strategy_draws_valid_problems_in_every_direction():
+    from hypothesis import given, settings
+
+    seen = set()
+
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None)
+    @given(problems())
+    def draw(p):
+        assert p.ho >= 1 and p.wo >= 1 and p.c % p.groups == 0 and p.k % p.groups == 0
+        seen.add((p.direction, p.groups == p.c and p.groups > 1, p.r))
+
+    draw()
+    assert {d for d, _, _ in seen} == {"fwd", "bwd", "wrw"}
+    assert any(dw for _, dw, _ in seen) and {1, 3, 7} <= {r for _, _, r in seen}
