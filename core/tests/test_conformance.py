@@ -23,7 +23,7 @@ def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
     assert list(CHECKS) == ["hooks", "queries_pure", "wti", "reference", "dynamic",
-                            "runs_cleanly", "nan_inf"]
+                            "runs_cleanly", "guards", "nan_inf"]
     mark = parametrize_with_checks(["a.b"], expected_failed_checks={"wti": "known"})
     params = mark.args[1]
     assert [p.id for p in params] == [f"a.b-{name}" for name in CHECKS]
@@ -126,6 +126,31 @@ def test_the_kit_catches_builds_in_query_hooks(wticonv_handle):
     one = [EDGE_SHAPES["groups 4"]]          # 2 builds: one per forward query
     with pytest.raises(CheckFailure, match="the query hooks built 2 program"):
         check_solver(_BuildsInQueries.solver_id, h, corpus=one, checks=["queries_pure"])
+
+
+class _WritesPastItsOutput(_Like):
+    """Computes the right answer, then writes one float past the end of its output."""
+
+    solver_id = "fake.writes_past"
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        import numpy as np
+
+        naive.run(problem, device, tensors, workspace)
+        out = {"fwd": tensors.y, "bwd": tensors.x, "wrw": tensors.w}[problem.direction]
+        prog = device.build("__kernel void past(__global float *a, long n) { a[n] = 1.0f; }")
+        device.enqueue_kernel(prog.past, (1,), None, out, np.int64(out.size // 4))
+
+
+def test_the_kit_catches_writes_outside_the_output(wticonv_handle):
+    # Only the guards check: it alone hands the solver outputs with room around them.
+    reg = SolverRegistry(load_entry_points=False)
+    reg.register(_WritesPastItsOutput())
+    h = Handle(wticonv_handle.device, reg)
+    with pytest.raises(CheckFailure, match="wrote outside its output tensor"):
+        check_solver(_WritesPastItsOutput.solver_id, h, checks=["guards"],
+                     corpus=[EDGE_SHAPES["groups 4"]])
 
 
 def test_unknown_checks_and_solvers_are_refused(wticonv_handle):

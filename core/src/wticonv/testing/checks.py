@@ -21,7 +21,8 @@ from ..hookspecs import HOOK_NAMES, WTI_UNKNOWN
 from ..problem import DIRECTIONS, ConvProblem
 from ..reference import reference, rms_range
 
-__all__ = ["CheckFailure", "SolverUnderTest", "CHECKS", "QUERY_BUDGET_S", "DEFAULT_MAX_WTI"]
+__all__ = ["CheckFailure", "SolverUnderTest", "CHECKS", "QUERY_BUDGET_S", "DEFAULT_MAX_WTI",
+           "GUARD_BYTES"]
 
 #: Mean time one query hook may take per call, seconds: generous against the
 #: microseconds the hook reference asks for, so that a loaded CI machine does not fail it.
@@ -274,6 +275,67 @@ def check_nan_inf(sut: SolverUnderTest) -> None:
                                "the reference is NaN or infinite")
 
 
+#: Bytes of guard region on each side of the workspace and the output (rounded up to the
+#: device's sub-buffer alignment).
+GUARD_BYTES = 4096
+_SENTINEL = 0x5A
+
+
+def _guarded(dev, nbytes: int):
+    """``(whole, region, guard)``: a buffer of ``nbytes`` + 2 guards filled with the
+    sentinel byte, and its middle ``nbytes`` as a sub-buffer (None when ``nbytes`` is 0)."""
+    import pyopencl as cl
+
+    align = max(dev.cl_device.mem_base_addr_align // 8, 4)
+    guard = -(-GUARD_BYTES // align) * align
+    whole = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, nbytes + 2 * guard)
+    cl.enqueue_copy(dev.queue, whole, np.full(nbytes + 2 * guard, _SENTINEL, np.uint8))
+    region = whole.get_sub_region(guard, nbytes) if nbytes else None
+    return whole, region, guard
+
+
+def _guards_intact(dev, whole, nbytes: int, guard: int) -> bool:
+    import pyopencl as cl
+
+    host = np.empty(nbytes + 2 * guard, np.uint8)
+    cl.enqueue_copy(dev.queue, host, whole)
+    return bool((host[:guard] == _SENTINEL).all() and (host[guard + nbytes:] == _SENTINEL).all())
+
+
+def check_guards(sut: SolverUnderTest) -> None:
+    """The solver writes nothing outside its output and its workspace: each is given as a
+    sub-buffer with :data:`GUARD_BYTES` of sentinel bytes on both sides, and the guards
+    are unchanged after the run (the output itself must be fully written: see
+    ``runs_cleanly``)."""
+    from ..tensors import ConvTensors
+
+    dev = sut.handle.device
+    for i, p in enumerate(sut.accepted()):
+        ws = sut.handle.select(p, solver=sut.solver_id).chosen
+        data = random_data(p, i)
+        out = _OUT[p.direction]
+        out_bytes = data[out].nbytes
+        bufs = {k: dev.upload(v) for k, v in data.items() if k != out}
+        out_whole, out_region, out_guard = _guarded(dev, out_bytes)
+        ws_whole, ws_region, ws_guard = _guarded(dev, ws.workspace or 0)
+        bufs[out] = out_region
+        try:
+            sut.handle.registry.call(sut.solver_id, "run", problem=p, device=dev,
+                                     tensors=ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
+                                     workspace=ws_region, perf_config=ws.perf_config)
+            dev.queue.finish()
+            if not _guards_intact(dev, out_whole, out_bytes, out_guard):
+                raise CheckFailure(f"{p.key}: the run wrote outside its output tensor "
+                                   f"{out} ({out_bytes} bytes)")
+            if not _guards_intact(dev, ws_whole, ws.workspace or 0, ws_guard):
+                raise CheckFailure(f"{p.key}: the run wrote outside its workspace "
+                                   f"({ws.workspace} bytes, as workspace_size said)")
+        finally:
+            for b in (*bufs.values(), ws_region, out_whole, ws_whole):
+                if b is not None:
+                    b.release()
+
+
 #: Check name -> function, in run order (test ids use the names).
 CHECKS = {
     "hooks": check_hooks,
@@ -282,5 +344,6 @@ CHECKS = {
     "reference": check_reference,
     "dynamic": check_dynamic,
     "runs_cleanly": check_runs_cleanly,
+    "guards": check_guards,
     "nan_inf": check_nan_inf,
 }
