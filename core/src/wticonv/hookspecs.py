@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .tensors import ConvTensors
 
 __all__ = ["hookspec", "hookimpl", "Decline", "SolverSpec", "HOOK_NAMES", "OPTIONAL_HOOK_NAMES",
-           "PERF_CONFIG_HOOKS", "WTI_UNKNOWN"]
+           "PERF_CONFIG_HOOKS", "WTI_UNKNOWN", "HOOK_API_VERSION", "COMPATIBLE_HOOK_APIS"]
 
 #: The pluggy project name of wticonv's hooks.
 PROJECT_NAME = "wticonv"
@@ -51,6 +51,15 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 
 #: Marks a solver's hook implementation: ``@hookimpl def get_wti(self, problem, device): ...``
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+#: The version of this hook API. A solver states the versions it was written for in a
+#: ``hook_api`` attribute (a tuple of ints); one that does not list this version is
+#: quarantined with a message saying what to upgrade. Version 2 added the optional
+#: ``perf_configs`` hook and the ``perf_config`` argument (version 1: the five hooks).
+HOOK_API_VERSION = 2
+#: Versions whose solvers still work with this core: version 1 solvers know nothing of perf
+#: configs, which are optional.
+COMPATIBLE_HOOK_APIS = (1, 2)
 
 #: The WTI a solver returns when it cannot predict its efficiency (MIOpen's convention).
 WTI_UNKNOWN = -2.0

@@ -173,8 +173,9 @@ class SolverRegistry:
         Raises
         ------
         PluginError
-            If the id is missing, malformed or taken, a hook is missing, a hook does not
-            match its specification, or a hook is not a specified one.
+            If the id is missing, malformed or taken, the solver's ``hook_api`` versions do
+            not include one this core supports, a hook is missing, a hook does not match its
+            specification, or a hook is not a specified one.
         """
         sid = getattr(obj, "solver_id", None)
         if not isinstance(sid, str) or not _ID_RE.match(sid):
@@ -185,6 +186,7 @@ class SolverRegistry:
             other = self.solvers[sid]
             raise PluginError(f"solver id {sid!r} is already registered by "
                               f"{other.distribution or 'another solver'}")
+        _check_hook_api(sid, obj)
         missing = [h for h in hookspecs.HOOK_NAMES
                    if not hasattr(obj, h) or self.pm.parse_hookimpl_opts(obj, h) is None]
         if missing:
@@ -277,6 +279,27 @@ class SolverRegistry:
             print(f"wticonv trace: {who}.{hook_name}({args}) -> {res} [{dt:.0f} us]", file=out)
 
         self.pm.add_hookcall_monitoring(before, after)
+
+
+def _check_hook_api(sid: str, obj: Any) -> None:
+    """PluginError unless the solver's ``hook_api`` (versions it was written for; absent:
+    any) meets :data:`hookspecs.COMPATIBLE_HOOK_APIS`."""
+    stated = getattr(obj, "hook_api", None)
+    if stated is None:
+        return
+    versions = tuple(stated) if isinstance(stated, (tuple, list, set)) else (stated,)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+        raise PluginError(f"solver {sid!r} states hook_api = {stated!r}; it must be a tuple "
+                          f"of int versions, e.g. ({hookspecs.HOOK_API_VERSION},)")
+    if set(versions) & set(hookspecs.COMPATIBLE_HOOK_APIS):
+        return
+    if max(versions) > hookspecs.HOOK_API_VERSION:
+        raise PluginError(f"solver {sid!r} needs hook API {max(versions)}; this wticonv has "
+                          f"hook API {hookspecs.HOOK_API_VERSION}: upgrade wticonv")
+    raise PluginError(f"solver {sid!r} was written for hook API "
+                      f"{', '.join(map(str, versions))}; this wticonv supports "
+                      f"{', '.join(map(str, hookspecs.COMPATIBLE_HOOK_APIS))}: upgrade the "
+                      "plugin")
 
 
 def _short(v: Any) -> str:

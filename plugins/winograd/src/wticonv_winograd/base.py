@@ -67,6 +67,8 @@ class WinogradBase:
     """Hooks common to the Winograd solvers; subclasses define :meth:`covers`."""
 
     solver_id = ""
+    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    hook_api = (1, 2)
 
     def covers(self, problem):
         """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
