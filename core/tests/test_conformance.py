@@ -176,3 +176,41 @@ def test_the_problem_strategy_draws_valid_problems_in_every_direction():
     draw()
     assert {d for d, _, _ in seen} == {"fwd", "bwd", "wrw"}
     assert any(dw for _, dw, _ in seen) and {1, 3, 7} <= {r for _, _, r in seen}
+
+
+def test_new_solver_skeleton_passes_the_kit_unchanged(tmp_path, fake_dist, monkeypatch,
+                                                        capsys, wticonv_handle):
+    """`wticonv new-solver` writes a plugin that, once installed (its entry point declared
+    as pip would), is listed, ranked and passes every conformance check."""
+    import re
+    import sys
+
+    from wticonv.cli import main
+
+    assert main(["new-solver", "skel", "--dir", str(tmp_path)]) == 0
+    root = tmp_path / "wticonv-skel"
+    assert f"created {root}" in capsys.readouterr().out
+    assert {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} == {
+        "pyproject.toml", "README.md", "src/wticonv_skel/__init__.py",
+        "src/wticonv_skel/solver.py", "src/wticonv_skel/kernels/skel.cl",
+        "tests/test_conformance.py"}
+    pyproject = (root / "pyproject.toml").read_text()
+    group = re.search(r'\[project\.entry-points\."wticonv\.solvers"\]\n(\w+) = "(.+)"', pyproject)
+    assert group and group.groups() == ("direct", "wticonv_skel.solver:solver")
+    target = group.group(2)
+    monkeypatch.syspath_prepend(str(root / "src"))
+    fake_dist("wticonv-skel", {}, {"direct": target})
+    h = Handle(wticonv_handle.device, SolverRegistry())
+    assert "skel.direct" in h.registry.ids() and not [
+        q for q in h.registry.quarantined if q.distribution == "wticonv-skel"]
+    p = EDGE_SHAPES["groups 4"]
+    assert any(v.solver_id == "skel.direct" and v.rank for v in h.select(p).verdicts)
+    report = check_solver("skel.direct", h)
+    assert report.ok and all(r.passed for r in report.results), str(report)
+    assert main(["new-solver", "skel", "--dir", str(tmp_path)]) == 2       # exists
+    assert "already exists" in capsys.readouterr().err
+    assert main(["new-solver", "Bad-Name", "--dir", str(tmp_path)]) == 2
+    assert "invalid" in capsys.readouterr().err
+    sys.modules.pop("wticonv_skel.solver", None)
+    sys.modules.pop("wticonv_skel", None)
+

@@ -322,6 +322,30 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
     return 1 if report.failures else 0
 
 
+@cli.command("new-solver")
+@click.argument("name")
+@click.option("--dir", "parent", default=".", show_default=True, metavar="PATH",
+              help="Folder to create the plugin's folder in.")
+def new_solver(name: str, parent: str) -> int:
+    """Create the skeleton of a solver plugin, wticonv-NAME, that passes the conformance kit.
+
+    \b
+    It holds the solver NAME.direct (forward convolution in its own OpenCL kernel), the
+    entry point that registers it, and a conformance test. Then:
+      cd wticonv-NAME && pip install -e . && pytest tests && wticonv solvers
+    """
+    from ..errors import ArgumentError
+    from ..scaffold import new_solver as scaffold
+
+    try:
+        root = scaffold(name, parent)
+    except ArgumentError as e:
+        raise click.BadParameter(str(e), param_hint="NAME") from None
+    click.echo(f"created {root} (solver {name}.direct); next: cd {root} && pip install -e . "
+               "&& pytest tests")
+    return 0
+
+
 @cli.command()
 @_trace_option
 @click.option("--clear", is_flag=True,

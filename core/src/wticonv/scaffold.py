@@ -1,0 +1,215 @@
+"""``wticonv new-solver NAME``: the skeleton of a third-party solver plugin.
+
+The skeleton is a complete, installable distribution ``wticonv-<name>`` holding one solver,
+``<name>.direct``: forward convolution (any filter, stride, padding, dilation and groups),
+one work-item per output element, in its own OpenCL kernel file. It passes the
+conformance kit unchanged (``tests/test_conformance.py`` in the skeleton runs it), so an
+author starts from a plugin that honours the contract and changes one thing at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import ArgumentError
+
+__all__ = ["new_solver", "NAME_RE"]
+
+#: Plugin names: a lowercase letter, then lowercase letters, digits or underscores.
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+_PYPROJECT = '''[build-system]
+requires = ["hatchling>=1.18"]
+build-backend = "hatchling.build"
+
+[project]
+name = "wticonv-{name}"
+version = "0.1.0"
+description = "A wticonv solver plugin: {name}.direct"
+readme = "README.md"
+requires-python = ">=3.10"
+dependencies = ["wticonv>=0.1.0", "numpy>=1.24", "pyopencl>=2023.1"]
+
+[project.optional-dependencies]
+test = ["pytest>=8.0", "hypothesis>=6.80"]
+
+# How wticonv finds the solver: group "wticonv.solvers", any name, value module:object.
+[project.entry-points."wticonv.solvers"]
+direct = "wticonv_{name}.solver:solver"
+
+[tool.hatch.build.targets.wheel]
+packages = ["src/wticonv_{name}"]
+'''
+
+_README = '''# wticonv-{name}
+
+A [wticonv](https://example.invalid/wticonv) solver plugin, made by `wticonv new-solver
+{name}`: the solver `{name}.direct` computes forward convolutions, one work-item per output
+element (`src/wticonv_{name}/kernels/{name}.cl`).
+
+    pip install -e .            # then: wticonv solvers, wticonv explain ...
+    pytest tests                # the conformance kit: every check must pass
+
+Change one thing at a time, and run the tests after each.
+'''
+
+_INIT = '''"""wticonv-{name}: the solver {name}.direct (see solver.py)."""
+'''
+
+_SOLVER = '''"""The ``{name}.direct`` solver: forward convolution, one work-item per output element.
+
+Applies to every forward problem (any filter, stride, padding, dilation and groups) whose
+output has fewer than 2^31 elements; declines backward data and backward weights. Dynamic:
+every size is a kernel argument, so one build serves every shape. No workspace.
+
+WTI: a constant guess, :data:`WTI`, for a first version; replace it with a model of the
+kernel's time (see wticonv's docs/wti-models.md), or return -2.0 (unknown).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+
+import numpy as np
+
+from wticonv import Decline, hookimpl
+
+#: Work-items per work-group.
+LOCAL = 64
+#: Predicted fraction of the device's peak FP32 rate (a guess: one multiply-add per load).
+WTI = 0.005
+
+
+def _source() -> str:
+    return (importlib.resources.files("wticonv_{name}") / "kernels" / "{name}.cl").read_text()
+
+
+class DirectSolver:
+    """Forward convolution, one output element per work-item."""
+
+    solver_id = "{name}.direct"
+    hook_api = (1, 2)              # the wticonv hook API versions it was written for
+    tolerance = 1e-5               # rms_range against wticonv's float64 reference
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        if problem.direction != "fwd":
+            return Decline("forward only")
+        if problem.n * problem.k * problem.ho * problem.wo >= 2**31:
+            return Decline("the output has 2^31 elements or more")
+        return True
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        return WTI
+
+    @hookimpl
+    def workspace_size(self, problem, device):
+        return 0
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        p = problem
+        kernel = device.build(_source()).conv_fwd
+        total = p.n * p.k * p.ho * p.wo
+        i32 = np.int32
+        device.enqueue_kernel(kernel, (-(-total // LOCAL) * LOCAL,), (LOCAL,),
+                              tensors.x, tensors.w, tensors.y,
+                              *(i32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho,
+                                                 p.wo, p.pad_h, p.pad_w, p.stride_h,
+                                                 p.stride_w, p.dilation_h, p.dilation_w,
+                                                 p.groups)))
+
+
+solver = DirectSolver()
+'''
+
+_KERNEL = '''/* {name}.direct: forward convolution, NCHW float32, one work-item per output element.
+ *
+ * y[n][k][ho][wo] = sum over c, r, s of x[n][g*C/groups + c][hi][wi] * w[k][c][r][s],
+ * hi = ho*stride_h - pad_h + r*dil_h, wi likewise; taps in the padding are skipped.
+ * Every size is an argument: one build serves every problem.
+ */
+__kernel void conv_fwd(__global const float *x, __global const float *w, __global float *y,
+                       int N, int C, int H, int W, int K, int R, int S, int Ho, int Wo,
+                       int pad_h, int pad_w, int stride_h, int stride_w, int dil_h,
+                       int dil_w, int groups)
+{{
+    const long i = get_global_id(0);
+    if (i >= (long)N * K * Ho * Wo)
+        return;
+    const int wo = (int)(i % Wo);
+    const int ho = (int)((i / Wo) % Ho);
+    const int k = (int)((i / ((long)Wo * Ho)) % K);
+    const int n = (int)(i / ((long)Wo * Ho * K));
+    const int cg = C / groups, g = k / (K / groups);
+    float acc = 0.0f;
+    for (int c = 0; c < cg; ++c) {{
+        for (int r = 0; r < R; ++r) {{
+            const int hi = ho * stride_h - pad_h + r * dil_h;
+            if (hi < 0 || hi >= H)
+                continue;
+            for (int s = 0; s < S; ++s) {{
+                const int wi = wo * stride_w - pad_w + s * dil_w;
+                if (wi < 0 || wi >= W)
+                    continue;
+                acc += x[(((long)n * C + g * cg + c) * H + hi) * W + wi]
+                     * w[(((long)k * cg + c) * R + r) * S + s];
+            }}
+        }}
+    }}
+    y[i] = acc;
+}}
+'''
+
+_TEST = '''"""The wticonv conformance kit on {name}.direct: every check must pass."""
+
+from wticonv.testing import parametrize_with_checks
+
+
+@parametrize_with_checks(["{name}.direct"])
+def test_conformance(solver_id, check, wticonv_handle):
+    check(wticonv_handle)
+'''
+
+
+def files(name: str) -> dict[str, str]:
+    """Relative path -> text of the skeleton of plugin ``name`` (see :func:`new_solver`)."""
+    if not NAME_RE.match(name or ""):
+        raise ArgumentError(f"plugin name {name!r} is invalid: use a lowercase letter, then "
+                            "lowercase letters, digits or underscores (at most 40), e.g. "
+                            "'myconv'")
+    pkg = f"src/wticonv_{name}"
+    return {
+        "pyproject.toml": _PYPROJECT.format(name=name),
+        "README.md": _README.format(name=name),
+        f"{pkg}/__init__.py": _INIT.format(name=name),
+        f"{pkg}/solver.py": _SOLVER.replace("{name}", name),
+        f"{pkg}/kernels/{name}.cl": _KERNEL.format(name=name),
+        "tests/test_conformance.py": _TEST.format(name=name),
+    }
+
+
+def new_solver(name: str, parent: str | Path = ".") -> Path:
+    """Write the skeleton of plugin ``name`` into ``parent/wticonv-<name>`` and return that
+    folder.
+
+    Raises
+    ------
+    ArgumentError
+        If ``name`` is not a valid plugin name, or the folder already exists.
+    """
+    content = files(name)
+    root = Path(parent) / f"wticonv-{name}"
+    if root.exists():
+        raise ArgumentError(f"{root} already exists; choose another name or folder")
+    for rel, text in content.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root

@@ -1,0 +1,1 @@
+"""wticonv-example: the solver example.direct (see solver.py)."""
