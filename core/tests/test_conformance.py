@@ -23,7 +23,7 @@ def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
     assert list(CHECKS) == ["hooks", "queries_pure", "wti", "reference", "dynamic",
-                            "runs_cleanly", "guards", "nan_inf"]
+                            "runs_cleanly", "guards", "nan_inf", "nan_inf_weights"]
     mark = parametrize_with_checks(["a.b"], expected_failed_checks={"wti": "known"})
     params = mark.args[1]
     assert [p.id for p in params] == [f"a.b-{name}" for name in CHECKS]
@@ -98,7 +98,7 @@ class _NotReallyDynamic(_Like):
 @pytest.mark.parametrize("fake, failing", [
     (_Like, []),
     (_BadWti, ["wti"]),
-    (_NoWrite, ["reference", "runs_cleanly", "nan_inf"]),
+    (_NoWrite, ["reference", "runs_cleanly", "nan_inf", "nan_inf_weights"]),
     (_NotReallyDynamic, ["dynamic"]),
 ], ids=lambda v: v if isinstance(v, list) and v else getattr(v, "solver_id", "none"))
 def test_the_kit_catches_broken_solvers(fake, failing, wticonv_handle):

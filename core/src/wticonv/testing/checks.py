@@ -268,11 +268,34 @@ def check_nan_inf(sut: SolverUnderTest) -> None:
         flat[flat.size // 2] = np.nan
         flat[flat.size // 3] = np.inf
         got = sut.run(p, data)
-        want = reference(p, **{k: v for k, v in data.items() if k != _OUT[p.direction]})
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = reference(p, **{k: v for k, v in data.items() if k != _OUT[p.direction]})
         lost = np.isfinite(got) & ~np.isfinite(want)
         if lost.any():
             raise CheckFailure(f"{p.key}: {int(lost.sum())} output elements are finite where "
                                "the reference is NaN or infinite")
+
+
+def check_nan_inf_weights(sut: SolverUnderTest) -> None:
+    """NaN and Inf in the weights (w for fwd and bwd; for wrw, which computes dw, in dy)
+    reach every output they meet through a real input: an element is required to be NaN
+    or infinite where the convolution of the non-finite entries' indicator with an input
+    of ones is positive. Whether they also reach outputs through the zero padding (0 x NaN
+    is NaN if the padding is multiplied, nothing if it is skipped) is left to the solver."""
+    for i, p in enumerate(sut.accepted()):
+        data = random_data(p, i)
+        src = "y" if p.direction == "wrw" else "w"
+        flat = data[src].reshape(-1)
+        flat[flat.size // 2] = np.nan
+        flat[(flat.size - 1) // 4] = np.inf
+        got = sut.run(p, data)
+        given = {k: np.ones_like(v) for k, v in data.items() if k != _OUT[p.direction]}
+        given[src] = (~np.isfinite(data[src])).astype(np.float32)
+        reached = reference(p, **given) > 0
+        lost = np.isfinite(got) & reached
+        if lost.any():
+            raise CheckFailure(f"{p.key}: {int(lost.sum())} output elements are finite though "
+                               "a NaN or Inf weight meets them through a real input")
 
 
 #: Bytes of guard region on each side of the workspace and the output (rounded up to the
@@ -346,4 +369,5 @@ CHECKS = {
     "runs_cleanly": check_runs_cleanly,
     "guards": check_guards,
     "nan_inf": check_nan_inf,
+    "nan_inf_weights": check_nan_inf_weights,
 }
