@@ -150,6 +150,7 @@ def test_fallback_reports_the_solver_that_ran():
 
     class Broken:
         solver_id = "broken.run"
+        max_wti = 5.0                # it claims to beat every solver (and is allowed to)
 
         @hookimpl
         def is_applicable(self):

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from wticonv import Handle, hookimpl
+from wticonv import Decline, Handle, hookimpl
 from wticonv.plugins import SolverRegistry
 from wticonv.testing import (CHECKS, EDGE_SHAPES, CheckFailure, check_solver,
                              parametrize_with_checks, problems)
@@ -22,8 +22,8 @@ def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
 
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
-    assert list(CHECKS) == ["hooks", "queries_pure", "wti", "reference", "dynamic",
-                            "runs_cleanly", "guards", "nan_inf", "nan_inf_weights"]
+    assert list(CHECKS) == ["hooks", "queries_pure", "wti", "guards", "reference", "dynamic",
+                            "runs_cleanly", "nan_inf", "nan_inf_weights"]
     mark = parametrize_with_checks(["a.b"], expected_failed_checks={"wti": "known"})
     params = mark.args[1]
     assert [p.id for p in params] == [f"a.b-{name}" for name in CHECKS]
@@ -55,6 +55,14 @@ class _Like:
     @hookimpl
     def run(self, problem, device, tensors, workspace):
         naive.run(problem, device, tensors, workspace)
+
+
+class _DeclinesAll(_Like):
+    solver_id = "fake.declines_all"
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        return Decline("nothing")
 
 
 class _BadWti(_Like):
@@ -97,10 +105,14 @@ class _NotReallyDynamic(_Like):
 
 @pytest.mark.parametrize("fake, failing", [
     (_Like, []),
-    (_BadWti, ["wti"]),
+    (_BadWti, ["wti", "guards", "reference", "dynamic", "runs_cleanly", "nan_inf",
+               "nan_inf_weights"]),     # set aside in selection: it can be run by none
+    (_DeclinesAll, ["wti", "guards", "reference", "dynamic", "runs_cleanly",
+                    "nan_inf", "nan_inf_weights"]),
     (_NoWrite, ["reference", "runs_cleanly", "nan_inf", "nan_inf_weights"]),
     (_NotReallyDynamic, ["dynamic"]),
 ], ids=lambda v: v if isinstance(v, list) and v else getattr(v, "solver_id", "none"))
+@pytest.mark.filterwarnings("ignore::wticonv.SolverWarning")    # the set-aside ones
 def test_the_kit_catches_broken_solvers(fake, failing, wticonv_handle):
     reg = SolverRegistry(load_entry_points=False)
     reg.register(fake())
@@ -158,8 +170,22 @@ def test_unknown_checks_and_solvers_are_refused(wticonv_handle):
 
     with pytest.raises(ValueError, match="unknown check"):
         check_solver("direct.naive", wticonv_handle, checks=["nope"])
+    with pytest.raises(ValueError, match="unknown check"):
+        parametrize_with_checks(["a.b"], expected_failed_checks={"wtii": "typo"})
     with pytest.raises(SolverNotFoundError, match="direct.naive"):
         check_solver("no.such", wticonv_handle)
+
+
+def test_the_kit_says_why_a_solver_was_quarantined(fake_dist, wticonv_handle):
+    from wticonv import SolverNotFoundError
+
+    fake_dist("fake-old-api", {"fake_old_api": "from wticonv_direct.naive import NaiveSolver\n"
+                               "class S(NaiveSolver):\n    solver_id = 'fake.old_api'\n"
+                               "    hook_api = (0,)\nsolver = S()\n"},
+              {"old": "fake_old_api:solver"})
+    h = Handle(wticonv_handle.device, SolverRegistry())
+    with pytest.raises(SolverNotFoundError, match="written for hook API 0"):
+        check_solver("fake.old_api", h)
 
 
 def test_the_problem_strategy_draws_valid_problems_in_every_direction():

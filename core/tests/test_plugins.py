@@ -157,19 +157,22 @@ def test_hook_api_versions_are_checked_and_mismatches_quarantined(fake_dist):
         "fake_old": GOOD.format(sid="fake.old").replace(api, "S.hook_api = (0,)\n" + api),
         "fake_new": GOOD.format(sid="fake.new").replace(api, "S.hook_api = (99,)\n" + api),
         "fake_bad": GOOD.format(sid="fake.bad").replace(api, "S.hook_api = 'two'\n" + api),
+        "fake_empty": GOOD.format(sid="fake.empty").replace(api, "S.hook_api = ()\n" + api),
         "fake_v1": GOOD.format(sid="fake.v1").replace(api, "S.hook_api = (1,)\n" + api),
         "fake_none": GOOD.format(sid="fake.none"),
     }, {"old": "fake_old:solver", "new": "fake_new:solver", "bad": "fake_bad:solver",
+        "empty": "fake_empty:solver",
         "v1": "fake_v1:solver", "none": "fake_none:solver"})
     reg = SolverRegistry()
     assert {"fake.v1", "fake.none"} <= set(reg.ids())       # v1 and unstated still load
     reasons = {q.entry_point.split(" = ")[0]: q.reason for q in reg.quarantined
                if q.distribution == "fake-api"}
-    assert set(reasons) == {"old", "new", "bad"}
+    assert set(reasons) == {"old", "new", "bad", "empty"}
     assert "written for hook API 0" in reasons["old"] and "upgrade the plugin" in reasons["old"]
     assert (f"needs hook API 99; this wticonv has hook API {hookspecs.HOOK_API_VERSION}: "
             "upgrade wticonv") in reasons["new"]
     assert "must be a tuple of int versions" in reasons["bad"]
+    assert "must be a tuple of int versions" in reasons["empty"]
     # every built-in solver states a version this core supports
     assert all(set(e.obj.hook_api) & set(hookspecs.COMPATIBLE_HOOK_APIS)
                for e in reg.solvers.values() if e.distribution.startswith("wticonv-"))

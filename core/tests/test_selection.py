@@ -73,8 +73,16 @@ def test_equal_wti_then_smallest_workspace_then_id():
 
 
 def test_winograd_like_wti_above_one_is_allowed_and_wins():
-    sel = select(registry(Fake("g.gemm", 0.8), Fake("w.wino", 1.7)), PROBLEM, DEVICE)
+    wino = Fake("w.wino", 1.7)
+    wino.max_wti = 2.25                      # declared: its transform saves multiplications
+    sel = select(registry(Fake("g.gemm", 0.8), wino), PROBLEM, DEVICE)
     assert sel.solver_id == "w.wino"
+
+
+def test_wti_above_an_undeclared_cap_sets_the_solver_aside():
+    with pytest.warns(SolverWarning, match="above the solver's max_wti 1.0"):
+        sel = select(registry(Fake("g.gemm", 0.8), Fake("w.boast", 1.7)), PROBLEM, DEVICE)
+    assert sel.solver_id == "g.gemm"
 
 
 def test_workspace_limit_excludes_and_explains():

@@ -288,7 +288,8 @@ def _check_hook_api(sid: str, obj: Any) -> None:
     if stated is None:
         return
     versions = tuple(stated) if isinstance(stated, (tuple, list, set)) else (stated,)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+    if not versions or not all(isinstance(v, int) and not isinstance(v, bool)
+                               for v in versions):
         raise PluginError(f"solver {sid!r} states hook_api = {stated!r}; it must be a tuple "
                           f"of int versions, e.g. ({hookspecs.HOOK_API_VERSION},)")
     if set(versions) & set(hookspecs.COMPATIBLE_HOOK_APIS):

@@ -200,6 +200,10 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
         if isinstance(wti, bool) or not isinstance(wti, (int, float)) or not math.isfinite(wti) \
                 or (wti < 0 and wti != WTI_UNKNOWN):
             raise ValueError(f"get_wti returned {wti!r}, not a finite WTI >= 0 or -2.0")
+        cap = getattr(entry.obj, "max_wti", 1.0)
+        if wti > cap:
+            raise ValueError(f"get_wti returned {wti!r}, above the solver's max_wti {cap} "
+                             "(declare max_wti if its algorithm saves multiplications)")
         v.wti = float(wti)
         v.wti_source = "model"
     except _NotOffered as e:

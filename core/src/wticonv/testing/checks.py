@@ -58,14 +58,21 @@ class SolverUnderTest:
     solver_id: str
     corpus: list = field(default_factory=list)
     examples: int = 20
+    _accepted: list | None = field(default=None, repr=False)
 
     @property
     def entry(self):
         return self.handle.registry.get(self.solver_id)
 
     def call(self, hook: str, problem: ConvProblem, limit: int | None = None):
-        return self.handle.registry.call(self.solver_id, hook, problem=problem,
-                                         device=self.handle.device, workspace_limit=limit)
+        """The solver's answer to a query hook; CheckFailure naming the hook and the problem
+        if it raises."""
+        try:
+            return self.handle.registry.call(self.solver_id, hook, problem=problem,
+                                             device=self.handle.device, workspace_limit=limit)
+        except Exception as e:  # noqa: BLE001 - any exception is the solver's failure
+            raise CheckFailure(f"{hook} raised {type(e).__name__}: {e} on {problem.key}"
+                               ) from None
 
     def accepts(self, problem: ConvProblem) -> bool:
         """The solver says it applies and can be forced (the workspace fits the device)."""
@@ -78,14 +85,44 @@ class SolverUnderTest:
         return True
 
     def accepted(self) -> list[ConvProblem]:
-        """The corpus in every direction, the problems the solver accepts."""
-        out = [p.with_direction(d) for p in self.corpus for d in DIRECTIONS]
-        return [p for p in out if self.accepts(p)]
+        """The corpus in every direction, the problems the solver accepts (at least one:
+        CheckFailure otherwise, since nothing could be checked)."""
+        if self._accepted is None:
+            out = [p.with_direction(d) for p in self.corpus for d in DIRECTIONS]
+            self._accepted = [p for p in out if self.accepts(p)]
+        if not self._accepted:
+            raise CheckFailure(f"{self.solver_id} accepts none of the {len(self.corpus)} corpus "
+                               "problems in any direction, so nothing could be checked: fix "
+                               "is_applicable / get_wti, or give the kit problems it accepts "
+                               "(corpus=...)")
+        return self._accepted
 
     def run(self, problem: ConvProblem, data: dict) -> np.ndarray:
-        """The solver's result on host arrays ``data`` (x, w, y as the direction needs)."""
-        given = {k: v for k, v in data.items() if k != _OUT[problem.direction]}
-        return self.handle.compute(problem, solver=self.solver_id, **given)
+        """The solver's result on host arrays ``data`` (x, w, y as the direction needs).
+
+        The output is a sub-buffer with guard regions around it (see ``guards``), so a
+        solver that writes past its output fails this check instead of corrupting the test
+        process's memory."""
+        from ..tensors import ConvTensors
+
+        dev = self.handle.device
+        out = _OUT[problem.direction]
+        shape = data[out].shape
+        nbytes = 4 * int(np.prod(shape))
+        bufs = {k: dev.upload(np.ascontiguousarray(v, np.float32))
+                for k, v in data.items() if k != out}
+        whole, region, guard = _guarded(dev, nbytes)
+        bufs[out] = region
+        try:
+            self.handle.run(problem, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
+                            solver=self.solver_id)
+            if not _guards_intact(dev, whole, nbytes, guard):
+                raise CheckFailure(f"{problem.key}: the run wrote outside its output tensor "
+                                   f"{out} ({nbytes} bytes)")
+            return dev.download(region, shape)
+        finally:
+            for b in (*bufs.values(), whole):
+                b.release()
 
     def tolerance(self, problem: ConvProblem) -> float:
         from .. import solver_tolerance
@@ -102,13 +139,6 @@ def random_data(problem: ConvProblem, seed: int = 0) -> dict:
     return {name: rng.uniform(-1, 1, shape).astype(np.float32)
             for name, shape in (("x", problem.x_shape), ("w", problem.w_shape),
                                 ("y", problem.y_shape))}
-
-
-def _first_accepted(sut: SolverUnderTest) -> ConvProblem:
-    for p in sut.accepted():
-        return p
-    raise CheckFailure(f"{sut.solver_id} accepts none of the {len(sut.corpus)} corpus "
-                       "problems in any direction; give the kit problems it accepts")
 
 
 # ----------------------------------------------------------------------------- checks
@@ -150,7 +180,8 @@ def check_queries_pure(sut: SolverUnderTest) -> None:
         for hook in ("workspace_size", "get_wti"):
             a, b = sut.call(hook, p), sut.call(hook, p)
             calls += 2
-            if a != b:
+            if a != b and not (isinstance(a, float) and isinstance(b, float)
+                               and math.isnan(a) and math.isnan(b)):   # NaN: see "wti"
                 raise CheckFailure(f"{hook} answered {a!r}, then {b!r} on {p.key}")
     elapsed = time.perf_counter() - t0
     if sut.builds() != builds:
@@ -223,7 +254,8 @@ def check_dynamic(sut: SolverUnderTest) -> None:
                 sut.run(q, random_data(q))
         if sut.builds() != before:
             raise CheckFailure(f"is_dynamic is True, but {sut.builds() - before} program(s) "
-                               f"were built for other sizes of {p.key}")
+                               f"were built for other sizes of {p.key}: pass N, H, W as "
+                               "kernel arguments, not in build options")
 
 
 def check_runs_cleanly(sut: SolverUnderTest) -> None:
@@ -233,16 +265,22 @@ def check_runs_cleanly(sut: SolverUnderTest) -> None:
 
     dev = sut.handle.device
     for i, p in enumerate(sut.accepted()):
+        import pyopencl as cl
+
         data = random_data(p, i)
         out = _OUT[p.direction]
-        bufs = {k: dev.upload(np.full_like(v, np.nan) if k == out else v)
-                for k, v in data.items()}
+        bufs = {k: dev.upload(v) for k, v in data.items() if k != out}
+        whole, bufs[out], guard = _guarded(dev, data[out].nbytes)
+        cl.enqueue_copy(dev.queue, bufs[out], np.full_like(data[out], np.nan))
+        bufs["whole"] = whole
         try:
             results = []
             for _ in range(2):
                 sut.handle.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
                                solver=sut.solver_id)
                 results.append(dev.download(bufs[out], data[out].shape))
+                if not _guards_intact(dev, whole, data[out].nbytes, guard):
+                    raise CheckFailure(f"{p.key}: the run wrote outside its output tensor")
             for k in data:
                 if k != out and not np.array_equal(dev.download(bufs[k], data[k].shape),
                                                    data[k]):
@@ -364,10 +402,10 @@ CHECKS = {
     "hooks": check_hooks,
     "queries_pure": check_queries_pure,
     "wti": check_wti,
+    "guards": check_guards,
     "reference": check_reference,
     "dynamic": check_dynamic,
     "runs_cleanly": check_runs_cleanly,
-    "guards": check_guards,
     "nan_inf": check_nan_inf,
     "nan_inf_weights": check_nan_inf_weights,
 }

@@ -60,15 +60,25 @@ class SolverReport:
             state = ("passed" if r.passed and not r.expected else
                      "PASSED, but was expected to fail" if r.passed else
                      f"failed as expected ({r.expected})" if r.expected else "FAILED")
-            lines.append(f"  {r.check:14} {state}" + (f": {r.message}" if r.message else ""))
+            lines.append(f"  {r.check:16} {state}" + (f": {r.message}" if r.message else ""))
         return "\n".join(lines)
 
 
 def _sut(solver_id: str, handle=None, corpus=None, examples: int = 20) -> SolverUnderTest:
     from ..handle import get_handle
 
+    from ..errors import SolverNotFoundError
+
     handle = handle if handle is not None else get_handle()
-    handle.registry.get(solver_id)          # SolverNotFoundError with the installed ids
+    try:
+        handle.registry.get(solver_id)
+    except SolverNotFoundError as e:        # say why, when the plugin was quarantined
+        held = [f"{q.entry_point} ({q.distribution}): {q.reason}"
+                for q in handle.registry.quarantined]
+        if held:
+            raise SolverNotFoundError(f"{e}; quarantined plugins (see `wticonv solvers`): "
+                                      + "; ".join(held)) from None
+        raise
     return SolverUnderTest(handle, solver_id,
                            list(corpus) if corpus is not None else default_corpus(), examples)
 
@@ -144,8 +154,13 @@ def parametrize_with_checks(solvers, expected_failed_checks=None, corpus=None,
     for sid in solvers:
         expected = (expected_failed_checks(sid) if callable(expected_failed_checks)
                     else expected_failed_checks) or {}
+        unknown = [n for n in expected if n not in CHECKS]
+        if unknown:
+            raise ValueError(f"expected_failed_checks of {sid} names unknown check(s) "
+                             f"{', '.join(unknown)}; the checks are {', '.join(CHECKS)}")
         for name in CHECKS:
             def run(handle=None, sid=sid, name=name):
+                __tracebackhide__ = True    # pytest shows the report, not the kit's frames
                 check_solver(sid, handle, corpus, [name], examples=examples)
 
             marks = ([pytest.mark.xfail(reason=expected[name], strict=True,

@@ -10,6 +10,7 @@ kernel's time (see wticonv's docs/wti-models.md), or return -2.0 (unknown).
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 
 import numpy as np
@@ -22,8 +23,12 @@ LOCAL = 64
 WTI = 0.005
 
 
-def _source() -> str:
-    return (importlib.resources.files("wticonv_example") / "kernels" / "example.cl").read_text()
+@functools.lru_cache(maxsize=16)
+def _kernel(device):
+    """The conv_fwd kernel for ``device``, built once (device.build caches the program on
+    disk too) and kept: retrieving it again per run costs time."""
+    source = (importlib.resources.files("wticonv_example") / "kernels" / "example.cl").read_text()
+    return device.build(source).conv_fwd
 
 
 class DirectSolver:
@@ -56,7 +61,7 @@ class DirectSolver:
     @hookimpl
     def run(self, problem, device, tensors, workspace):
         p = problem
-        kernel = device.build(_source()).conv_fwd
+        kernel = _kernel(device)
         total = p.n * p.k * p.ho * p.wo
         i32 = np.int32
         device.enqueue_kernel(kernel, (-(-total // LOCAL) * LOCAL,), (LOCAL,),
