@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from .errors import (ArgumentError, NoApplicableSolverError, SolverNotApplicableError,
                      SolverWarning)
 from .hookspecs import WTI_UNKNOWN, Decline
+from .tune import DEFAULT_PERF_CONFIG, offered_perf_configs, stored_perf_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from .device import Device
@@ -149,8 +150,6 @@ def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, dev
                  workspace_limit: int | None, forced_config: str | None) -> None:
     """Set ``v.perf_config`` / ``perf_source`` of a tunable solver (forced, perf-db or
     default); a forced perf config the solver does not offer raises ValueError."""
-    from .tune import DEFAULT_PERF_CONFIG, offered_perf_configs, stored_perf_config
-
     if forced_config == DEFAULT_PERF_CONFIG:       # the solver's own default, perf-db or not
         v.perf_config, v.perf_source = None, "forced"
         return

@@ -9,6 +9,7 @@ two per check on a CPU through PoCL, kernel builds aside).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -103,26 +104,10 @@ class SolverUnderTest:
         The output is a sub-buffer with guard regions around it (see ``guards``), so a
         solver that writes past its output fails this check instead of corrupting the test
         process's memory."""
-        from ..tensors import ConvTensors
-
-        dev = self.handle.device
-        out = _OUT[problem.direction]
-        shape = data[out].shape
-        nbytes = 4 * int(np.prod(shape))
-        bufs = {k: dev.upload(np.ascontiguousarray(v, np.float32))
-                for k, v in data.items() if k != out}
-        whole, region, guard = _guarded(dev, nbytes)
-        bufs[out] = region
-        try:
-            self.handle.run(problem, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
-                            solver=self.solver_id)
-            if not _guards_intact(dev, whole, nbytes, guard):
-                raise CheckFailure(f"{problem.key}: the run wrote outside its output tensor "
-                                   f"{out} ({nbytes} bytes)")
-            return dev.download(region, shape)
-        finally:
-            for b in (*bufs.values(), whole):
-                b.release()
+        with _device_tensors(self.handle.device, problem, data) as t:
+            self.handle.run(problem, t.tensors, solver=self.solver_id)
+            t.check_output_guards()
+            return t.output()
 
     def tolerance(self, problem: ConvProblem) -> float:
         from .. import solver_tolerance
@@ -261,33 +246,17 @@ def check_dynamic(sut: SolverUnderTest) -> None:
 def check_runs_cleanly(sut: SolverUnderTest) -> None:
     """On every accepted corpus problem: the inputs are unchanged by the run, the output
     is fully overwritten (it starts as NaN), and two runs give identical results."""
-    from ..tensors import ConvTensors
-
-    dev = sut.handle.device
     for i, p in enumerate(sut.accepted()):
-        import pyopencl as cl
-
         data = random_data(p, i)
-        out = _OUT[p.direction]
-        bufs = {k: dev.upload(v) for k, v in data.items() if k != out}
-        whole, bufs[out], guard = _guarded(dev, data[out].nbytes)
-        cl.enqueue_copy(dev.queue, bufs[out], np.full_like(data[out], np.nan))
-        bufs["whole"] = whole
-        try:
+        with _device_tensors(sut.handle.device, p, data, out_fill=np.nan) as t:
             results = []
             for _ in range(2):
-                sut.handle.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
-                               solver=sut.solver_id)
-                results.append(dev.download(bufs[out], data[out].shape))
-                if not _guards_intact(dev, whole, data[out].nbytes, guard):
-                    raise CheckFailure(f"{p.key}: the run wrote outside its output tensor")
-            for k in data:
-                if k != out and not np.array_equal(dev.download(bufs[k], data[k].shape),
-                                                   data[k]):
+                sut.handle.run(p, t.tensors, solver=sut.solver_id)
+                t.check_output_guards()
+                results.append(t.output())
+            for k in t.inputs:
+                if not np.array_equal(t.download(k), data[k]):
                     raise CheckFailure(f"{p.key}: the run modified its input {k}")
-        finally:
-            for b in bufs.values():
-                b.release()
         if np.isnan(results[0]).any():
             raise CheckFailure(f"{p.key}: {int(np.isnan(results[0]).sum())} output elements "
                                "were never written (still NaN)")
@@ -363,36 +332,74 @@ def _guards_intact(dev, whole, nbytes: int, guard: int) -> bool:
     return bool((host[:guard] == _SENTINEL).all() and (host[guard + nbytes:] == _SENTINEL).all())
 
 
+class _DeviceTensors:
+    """A problem's tensors on the device: inputs uploaded, the output a guarded sub-buffer
+    (see :func:`_guarded`)."""
+
+    def __init__(self, dev, problem: ConvProblem, data: dict, out_fill=None) -> None:
+        import pyopencl as cl
+
+        from ..tensors import ConvTensors
+
+        self.dev, self.problem, self.out = dev, problem, _OUT[problem.direction]
+        self.shapes = {k: v.shape for k, v in data.items()}
+        self.out_bytes = 4 * int(np.prod(self.shapes[self.out]))
+        self.inputs = [k for k in data if k != self.out]
+        self.bufs = {k: dev.upload(np.ascontiguousarray(data[k], np.float32))
+                     for k in self.inputs}
+        self.whole, self.bufs[self.out], self.guard = _guarded(dev, self.out_bytes)
+        if out_fill is not None:
+            cl.enqueue_copy(dev.queue, self.bufs[self.out],
+                            np.full(self.shapes[self.out], out_fill, np.float32))
+        self.tensors = ConvTensors(self.bufs["x"], self.bufs["w"], self.bufs["y"])
+
+    def download(self, name: str) -> np.ndarray:
+        return self.dev.download(self.bufs[name], self.shapes[name])
+
+    def output(self) -> np.ndarray:
+        return self.download(self.out)
+
+    def check_output_guards(self) -> None:
+        if not _guards_intact(self.dev, self.whole, self.out_bytes, self.guard):
+            raise CheckFailure(f"{self.problem.key}: the run wrote outside its output tensor "
+                               f"{self.out} ({self.out_bytes} bytes)")
+
+    def release(self) -> None:
+        for b in (*self.bufs.values(), self.whole):
+            b.release()
+
+
+@contextlib.contextmanager
+def _device_tensors(dev, problem: ConvProblem, data: dict, out_fill=None):
+    t = _DeviceTensors(dev, problem, data, out_fill)
+    try:
+        yield t
+    finally:
+        t.release()
+
+
 def check_guards(sut: SolverUnderTest) -> None:
     """The solver writes nothing outside its output and its workspace: each is given as a
     sub-buffer with :data:`GUARD_BYTES` of sentinel bytes on both sides, and the guards
     are unchanged after the run (the output itself must be fully written: see
     ``runs_cleanly``)."""
-    from ..tensors import ConvTensors
-
     dev = sut.handle.device
     for i, p in enumerate(sut.accepted()):
-        ws = sut.handle.select(p, solver=sut.solver_id).chosen
-        data = random_data(p, i)
-        out = _OUT[p.direction]
-        out_bytes = data[out].nbytes
-        bufs = {k: dev.upload(v) for k, v in data.items() if k != out}
-        out_whole, out_region, out_guard = _guarded(dev, out_bytes)
-        ws_whole, ws_region, ws_guard = _guarded(dev, ws.workspace or 0)
-        bufs[out] = out_region
+        chosen = sut.handle.select(p, solver=sut.solver_id).chosen
+        ws_bytes = chosen.workspace or 0
+        ws_whole, ws_region, ws_guard = _guarded(dev, ws_bytes)
         try:
-            sut.handle.registry.call(sut.solver_id, "run", problem=p, device=dev,
-                                     tensors=ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
-                                     workspace=ws_region, perf_config=ws.perf_config)
-            dev.queue.finish()
-            if not _guards_intact(dev, out_whole, out_bytes, out_guard):
-                raise CheckFailure(f"{p.key}: the run wrote outside its output tensor "
-                                   f"{out} ({out_bytes} bytes)")
-            if not _guards_intact(dev, ws_whole, ws.workspace or 0, ws_guard):
+            with _device_tensors(dev, p, random_data(p, i)) as t:
+                sut.handle.registry.call(sut.solver_id, "run", problem=p, device=dev,
+                                         tensors=t.tensors, workspace=ws_region,
+                                         perf_config=chosen.perf_config)
+                dev.queue.finish()
+                t.check_output_guards()
+            if not _guards_intact(dev, ws_whole, ws_bytes, ws_guard):
                 raise CheckFailure(f"{p.key}: the run wrote outside its workspace "
-                                   f"({ws.workspace} bytes, as workspace_size said)")
+                                   f"({ws_bytes} bytes, as workspace_size said)")
         finally:
-            for b in (*bufs.values(), ws_region, out_whole, ws_whole):
+            for b in (ws_region, ws_whole):
                 if b is not None:
                     b.release()
 
