@@ -219,7 +219,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
             op.groups * op.splits)
     mapped = b.cols.ns != 0 or b.cols.hs != 0      # pixels of pictures, not a dense matrix
     eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
-                            compute_units, vec, mapped)
+                            compute_units, vec, mapped, b_kfast=b.ks == 1)
     return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1), args,
                   op.flops, eff, _traffic(op))
 

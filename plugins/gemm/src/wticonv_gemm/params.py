@@ -105,6 +105,13 @@ SCALAR_LOADS_FACTOR = 0.85
 #: 73x73 pictures whose pixel count is odd or under VEC_MIN_PICTURE, ran 1.3x slower than
 #: the dense-matrix factor predicted (evaluate-inception3-n32-h200.csv).
 MAPPED_SCALAR_LOADS_FACTOR = 0.65
+#: The kernel variant whose B operand is k-fast (``GEMM_B_KFAST=1``: the backward-weights
+#: GEMMs of gemm.1x1, gemm.im2col and the Winograd solvers, both operands read along the
+#: reduction) ran 1.3x slower against this model than the forward GEMMs of the same
+#: solvers: measured / predicted time, median per solver, wrw over fwd, 1.2-1.5 for
+#: gemm.1x1, gemm.im2col, winograd.f2x3, f4x3 and rxs on ResNet-50, VGG-16 and
+#: Inception-v3 at N=32 on the H200 (evaluate-*-n32-h200.csv); 1 / 1.3 = 0.77.
+B_KFAST_FACTOR = 0.77
 
 
 def _util(size: int, tile: int) -> float:
@@ -112,7 +119,8 @@ def _util(size: int, tile: int) -> float:
 
 
 def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
-               compute_units: int, vec: bool = True, mapped: bool = False) -> float:
+               compute_units: int, vec: bool = True, mapped: bool = False,
+               b_kfast: bool = False) -> float:
     """Predicted fraction of peak of ``cfg`` on an M x N x K GEMM (``groups`` of them).
 
     ``cfg.efficiency * util(M) * util(N) * fill * kfill * loads``: util = useful fraction of the
@@ -120,12 +128,15 @@ def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
     work-groups per compute unit hide each other's barriers and loads); kfill =
     K / (K + 2 * kwg) charges the prologue and epilogue of short reductions; loads =
     SCALAR_LOADS_FACTOR when the float4-load variant does not apply
-    (MAPPED_SCALAR_LOADS_FACTOR when B's columns are ``mapped`` pixels of pictures).
+    (MAPPED_SCALAR_LOADS_FACTOR when B's columns are ``mapped`` pixels of pictures), times
+    B_KFAST_FACTOR when B is read along k (``b_kfast``).
     """
     tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
     fill = min(1.0, tiles / (2.0 * compute_units))
     kfill = K / (K + 2.0 * cfg.kwg)
     loads = 1.0 if vec else (MAPPED_SCALAR_LOADS_FACTOR if mapped else SCALAR_LOADS_FACTOR)
+    if b_kfast:
+        loads *= B_KFAST_FACTOR
     return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill * loads
 
 
