@@ -41,7 +41,8 @@ class DeviceInfo:
         Position in ``wticonv devices`` (the ``P:D`` of ``--device``).
     platform, name, vendor, driver_version, version : str
     kind : str
-        ``"gpu"``, ``"cpu"``, ``"accelerator"`` or ``"other"``.
+        ``"gpu"``, ``"cpu"``, ``"accelerator"`` or ``"other"`` (also a simulator such as
+        Oclgrind, which reports every type at once).
     compute_units : int
     clock_mhz : int
         Maximum clock frequency, MHz.
@@ -81,14 +82,13 @@ class DeviceInfo:
 
 
 def _kind(dev: cl.Device) -> str:
+    """The device's kind; ``"other"`` unless it reports exactly one of GPU, CPU and
+    ACCELERATOR. A device reporting several is a simulator (Oclgrind reports all three),
+    which must never be taken for a GPU or a CPU by default selection."""
     t = dev.type
-    if t & cl.device_type.GPU:
-        return "gpu"
-    if t & cl.device_type.CPU:
-        return "cpu"
-    if t & cl.device_type.ACCELERATOR:
-        return "accelerator"
-    return "other"
+    kinds = [name for name, bit in (("gpu", cl.device_type.GPU), ("cpu", cl.device_type.CPU),
+                                    ("accelerator", cl.device_type.ACCELERATOR)) if t & bit]
+    return kinds[0] if len(kinds) == 1 else "other"
 
 
 def _info(dev: cl.Device, p: int, d: int) -> DeviceInfo:

@@ -91,7 +91,7 @@ def _handle(device: str | None) -> Handle:
 
     store = Store()
     pending = [i.name for i, _ in list_devices()
-               if store.get_device_figures(i.key) is None
+               if i.kind in ("gpu", "cpu") and store.get_device_figures(i.key) is None
                and store.get_device_unusable(probe_key(i.key)) is None]
     if pending:
         print(f"wticonv: measuring the peak FP32 rate and bandwidth of "
