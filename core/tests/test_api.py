@@ -127,7 +127,7 @@ def test_compute_checks_its_arrays(handle):
     x, w = rand(4, 3, 6, 6), rand(2, 3, 3, 3)
     with pytest.raises(TensorError, match="needs the array x of shape"):
         handle.compute(p, w=w)
-    with pytest.raises(TensorError, match=r"array x must be floating point of shape \(4, 3, 6, 6\)"):
+    with pytest.raises(TensorError, match=r"array x must have shape \(4, 3, 6, 6\)"):
         handle.compute(p, x=x[:1], w=w)
 
 

@@ -9,8 +9,16 @@ wticonv                        PyTorch
 =============================  ==========================================
 
 Arrays are NCHW NumPy arrays: ``input`` N x C x H x W, ``weight`` K x C/groups x R x S,
-``grad_output`` N x K x Ho x Wo. float32 is used as is; other floating dtypes are
-converted to float32 (a copy); anything else is rejected. Results are new float32 arrays.
+``grad_output`` N x K x Ho x Wo. C-contiguous float32 is used as is; other floating
+dtypes and other layouts (strided, reversed, transposed, Fortran order) are copied to
+C-contiguous float32 in index order; anything else is rejected with a
+:class:`~wticonv.TensorError` (see :func:`wticonv.tensors.as_float32`). Results are new
+float32 arrays.
+
+Empty tensors (N, C, K, H or W of 0) give the exact result without running a solver:
+an empty output where the output has a size of 0, zeros where the output's sums are
+empty (e.g. dw when N = 0, y when C = 0). An output size Ho or Wo below 1 is a
+:class:`~wticonv.ProblemError`, as in PyTorch. docs/reliability.md lists every case.
 
 ``padding`` is an int (all sides), ``(pad_h, pad_w)`` (symmetric), ONNX-style
 ``(top, left, bottom, right)``, or ``"valid"`` / ``"same"`` (as PyTorch: ``"same"`` needs
@@ -24,9 +32,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import TensorError
+from .errors import ArgumentError, ProblemError, TensorError
 from .handle import Handle, get_handle
 from .problem import ConvProblem
+from .tensors import as_float32
 
 __all__ = ["conv2d", "conv2d_input", "conv2d_weight"]
 
@@ -64,17 +73,6 @@ def _pads(padding, r: int, s: int, stride: tuple[int, int],
     return ph, pw, ph, pw
 
 
-def _as_f32(a, name: str, ndim: int = 4) -> np.ndarray:
-    arr = np.asarray(a)
-    if arr.dtype.kind != "f":
-        raise TensorError(f"{name} has dtype {arr.dtype}; wticonv computes in float32: pass "
-                          "a floating-point array (float32 avoids a copy)")
-    if arr.ndim != ndim:
-        raise TensorError(f"{name} has {arr.ndim} dimensions, shape {arr.shape}; expected "
-                          f"{ndim} (NCHW)")
-    return np.ascontiguousarray(arr, dtype=np.float32)
-
-
 def _shape4(size, name: str) -> tuple[int, int, int, int]:
     if isinstance(size, (str, bytes)) or not isinstance(size, Sequence) and not hasattr(
             size, "__len__"):
@@ -84,11 +82,30 @@ def _shape4(size, name: str) -> tuple[int, int, int, int]:
         raise TensorError(f"{name}={size!r} must have 4 entries (NCHW), it has {len(values)}")
     if not all(hasattr(v, "__index__") and not isinstance(v, bool) for v in values):
         raise TensorError(f"{name}={tuple(values)!r} must hold 4 integers (NCHW)")
-    return tuple(int(v.__index__()) for v in values)  # type: ignore[return-value]
+    out = tuple(int(v.__index__()) for v in values)
+    if min(out) < 0:
+        raise TensorError(f"{name}={out!r} must not hold negative sizes")
+    return out  # type: ignore[return-value]
+
+
+def _output_size(axis: str, size: int, pad: int, filt: int, dil: int, stride: int) -> int:
+    """Ho or Wo of a picture ``size`` pixels long (0 allowed); ProblemError below 1."""
+    span = dil * (filt - 1) + 1
+    if size + 2 * pad < span:
+        raise ProblemError(
+            f"invalid problem: output {axis} size < 1: the dilated filter spans {span} "
+            f"pixels ({'r' if axis == 'h' else 's'}={filt}, dilation_{axis}={dil}) but the "
+            f"padded input is only {size + 2 * pad} ({axis}={size}, pad_{axis}={pad}); "
+            "enlarge the padding or shrink the filter")
+    return (size + 2 * pad - span) // stride + 1
 
 
 class _Geometry:
-    """Problem geometry, with asymmetric padding turned into host-side input padding."""
+    """Problem geometry, with asymmetric padding turned into host-side input padding.
+
+    ``empty`` is True when N, C, K, H or W is 0: there is no problem to run
+    (``problem`` is None) and the result is zeros of its shape (``x_shape``, ``w_shape``,
+    ``y_shape``); every other rule is still checked, on a stand-in problem."""
 
     def __init__(self, x_shape, w_shape, stride, padding, dilation, groups, direction):
         n, c, h, w = x_shape
@@ -109,10 +126,19 @@ class _Geometry:
         self.orig_hw = (h, w)
         hh = h + sum(self.extra[0])
         ww = w + sum(self.extra[1])
-        self.problem = ConvProblem(
-            n=n, c=c, h=hh, w=ww, k=k, r=r, s=s, pad_h=sym_h, pad_w=sym_w,
-            stride_h=self.stride[0], stride_w=self.stride[1], dilation_h=self.dilation[0],
-            dilation_w=self.dilation[1], groups=int(groups), direction=direction)
+        self.x_shape, self.w_shape = (n, c, h, w), (k, cg, r, s)
+        self.empty = 0 in (n, c, k, h, w)
+        g = int(groups)
+        # An empty problem is checked as one with sizes of at least 1 (a stand-in).
+        stand_in = ConvProblem(
+            n=max(n, 1), c=c or g, h=max(hh, 1), w=max(ww, 1), k=k or g, r=r, s=s,
+            pad_h=sym_h, pad_w=sym_w, stride_h=self.stride[0], stride_w=self.stride[1],
+            dilation_h=self.dilation[0], dilation_w=self.dilation[1], groups=g,
+            direction=direction)
+        ho = _output_size("h", hh, sym_h, r, self.dilation[0], self.stride[0])
+        wo = _output_size("w", ww, sym_w, s, self.dilation[1], self.stride[1])
+        self.y_shape = (n, k, ho, wo)
+        self.problem = None if self.empty else stand_in
 
     @property
     def asymmetric(self) -> bool:
@@ -131,14 +157,41 @@ class _Geometry:
         return np.ascontiguousarray(dx[:, :, t:t + h, left:left + w])
 
 
-def _check_dy(dy: np.ndarray, p: ConvProblem) -> None:
-    if dy.shape != p.y_shape:
+def _check_dy(dy: np.ndarray, geo: _Geometry) -> None:
+    if dy.shape != geo.y_shape:
         raise TensorError(f"grad_output has shape {dy.shape} but the convolution produces "
-                          f"{p.y_shape} (N, K, Ho, Wo)")
+                          f"{geo.y_shape} (N, K, Ho, Wo)")
 
 
 def _handle(handle: Handle | None) -> Handle:
-    return handle if handle is not None else get_handle()
+    if handle is None:
+        return get_handle()
+    if not isinstance(handle, Handle):
+        raise ArgumentError(f"handle={handle!r} is not a wticonv.Handle; create one with "
+                            "wticonv.Handle(device) (device: 'gpu', 'cpu' or 'P:D')")
+    return handle
+
+
+def _limit(workspace_limit) -> int | None:
+    """``workspace_limit`` as an int (NumPy integers accepted), or None."""
+    if workspace_limit is None:
+        return None
+    if isinstance(workspace_limit, bool) or not hasattr(workspace_limit, "__index__") \
+            or workspace_limit < 0:
+        raise ArgumentError(f"workspace_limit={workspace_limit!r} must be a non-negative "
+                            "integer number of bytes, or None for no limit")
+    return int(workspace_limit.__index__())
+
+
+def _run_or_empty(geo: _Geometry, handle, solver, workspace_limit, out_shape, **arrays):
+    """Run the problem of ``geo``; for an empty one, check the handle, the solver id and
+    the limit as a run would, and return zeros of ``out_shape`` without running."""
+    h, limit = _handle(handle), _limit(workspace_limit)
+    if geo.empty:
+        if solver is not None:
+            h.registry.get(solver)
+        return np.zeros(out_shape, np.float32)
+    return h.compute(geo.problem, workspace_limit=limit, solver=solver, **arrays)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
@@ -165,29 +218,33 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     Returns
     -------
     numpy.ndarray, float32, N x K x Ho x Wo
+        Zeros (plus the bias) when C or H or W is 0; empty when N or K is 0.
 
     Raises
     ------
     TensorError
-        Wrong dtype, number of dimensions, or shapes that do not fit together.
+        Wrong dtype (not floating point), None or a masked array, finite values beyond
+        float32's range, wrong number of dimensions, or shapes that do not fit together.
     ProblemError
-        The geometry is invalid (e.g. output size < 1).
+        The geometry is invalid (e.g. output size < 1, a stride of 0).
+    ArgumentError
+        A negative or non-integer ``workspace_limit``, or a ``handle`` that is not one.
     NoApplicableSolverError, SolverNotFoundError, SolverNotApplicableError
         No solver can run it, or the forced one is unknown or declines.
     """
-    x = _as_f32(input, "input")
-    w = _as_f32(weight, "weight")
+    x = as_float32(input, "input")
+    w = as_float32(weight, "weight")
     geo = _Geometry(x.shape, w.shape, stride, padding, dilation, groups, "fwd")
-    p = geo.problem
+    k = geo.w_shape[0]
     if bias is not None:
-        b = np.asarray(bias)
-        if b.dtype.kind != "f" or b.shape != (p.k,):
-            raise TensorError(f"bias must be a float array of shape ({p.k},), got dtype "
-                              f"{b.dtype} and shape {b.shape}")
-    y = _handle(handle).compute(p, x=geo.pad_input(x), w=w, workspace_limit=workspace_limit,
-                                solver=solver)
+        b = as_float32(bias, "bias", ndim=None)
+        if b.shape != (k,):
+            raise TensorError(f"bias must be a float array of shape ({k},), got dtype "
+                              f"{np.asarray(bias).dtype} and shape {b.shape}")
+    y = _run_or_empty(geo, handle, solver, workspace_limit, geo.y_shape,
+                      x=None if geo.empty else geo.pad_input(x), w=w)
     if bias is not None:
-        y += np.asarray(bias, dtype=np.float32)[None, :, None, None]
+        y += b[None, :, None, None]
     return y
 
 
@@ -198,16 +255,16 @@ def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=
 
     As ``torch.nn.grad.conv2d_input``. ``input_size`` is (N, C, H, W) of the input (it
     fixes H and W exactly where a stride leaves them ambiguous); ``grad_output`` is dy,
-    N x K x Ho x Wo. Returns dx, float32, N x C x H x W. Raises as :func:`conv2d`.
+    N x K x Ho x Wo. Returns dx, float32, N x C x H x W (zeros when K is 0, empty when N,
+    C, H or W is 0). Raises as :func:`conv2d`.
     """
     shape = _shape4(input_size, "input_size")
-    w = _as_f32(weight, "weight")
-    dy = _as_f32(grad_output, "grad_output")
+    w = as_float32(weight, "weight")
+    dy = as_float32(grad_output, "grad_output")
     geo = _Geometry(shape, w.shape, stride, padding, dilation, groups, "bwd")
-    _check_dy(dy, geo.problem)
-    dx = _handle(handle).compute(geo.problem, w=w, y=dy, workspace_limit=workspace_limit,
-                                 solver=solver)
-    return geo.crop_input(dx)
+    _check_dy(dy, geo)
+    dx = _run_or_empty(geo, handle, solver, workspace_limit, shape, w=w, y=dy)
+    return dx if geo.empty else geo.crop_input(dx)
 
 
 def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1,
@@ -217,12 +274,13 @@ def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation
 
     As ``torch.nn.grad.conv2d_weight``. ``weight_size`` is (K, C/groups, R, S);
     ``input`` is x, N x C x H x W; ``grad_output`` is dy, N x K x Ho x Wo. Returns dw,
-    float32, K x C/groups x R x S. Raises as :func:`conv2d`.
+    float32, K x C/groups x R x S (zeros when N, H or W is 0, empty when K or C is 0).
+    Raises as :func:`conv2d`.
     """
-    x = _as_f32(input, "input")
+    x = as_float32(input, "input")
     wshape = _shape4(weight_size, "weight_size")
-    dy = _as_f32(grad_output, "grad_output")
+    dy = as_float32(grad_output, "grad_output")
     geo = _Geometry(x.shape, wshape, stride, padding, dilation, groups, "wrw")
-    _check_dy(dy, geo.problem)
-    return _handle(handle).compute(geo.problem, x=geo.pad_input(x), y=dy,
-                                   workspace_limit=workspace_limit, solver=solver)
+    _check_dy(dy, geo)
+    return _run_or_empty(geo, handle, solver, workspace_limit, wshape,
+                         x=None if geo.empty else geo.pad_input(x), y=dy)

@@ -390,11 +390,15 @@ def select_device(spec: str | None = None, store: Store | None = None) -> Device
     Raises
     ------
     DeviceError
-        If nothing matches or the named device cannot build kernels; the message lists the
-        devices present.
+        If ``spec`` is not a string, nothing matches, or the named device cannot build
+        kernels; the message lists the devices present.
     """
     if spec is None:
         spec = os.environ.get("WTICONV_DEVICE") or None
+    if spec is not None and not isinstance(spec, str):
+        raise DeviceError(f"device {spec!r} is not a device spec: pass a string, 'gpu', 'cpu' "
+                          "or 'PLATFORM:DEVICE' indices such as '0:0' (see 'wticonv "
+                          "devices'), or a wticonv.Device")
     store = store if store is not None else Store()
     devices = list_devices()
     listing = "; ".join(f"{i.index} {i.kind} {i.name!r} ({i.platform})" for i, _ in devices)

@@ -17,7 +17,7 @@ from .errors import SolverRunError, SolverWarning, TensorError, WticonvError
 from .plugins import SolverRegistry
 from .problem import ConvProblem
 from .selection import Selection, Verdict, select
-from .tensors import ConvTensors
+from .tensors import ConvTensors, as_float32, check_buffers
 
 __all__ = ["Handle", "RunResult", "get_handle"]
 
@@ -135,9 +135,12 @@ class Handle:
 
         Raises
         ------
+        TensorError
+            A buffer of ``tensors`` is missing or smaller than its tensor.
         SolverRunError
             If the forced solver, or every candidate, failed to run.
         """
+        check_buffers(problem, tensors)
         if selection is None:
             selection = self.select(problem, workspace_limit, solver, perf_config)
         failures = []
@@ -176,13 +179,17 @@ class Handle:
 
         ``fwd`` needs x (N x C x H x W) and w (K x C/groups x R x S) and returns y;
         ``bwd`` needs y (dy, N x K x Ho x Wo) and w and returns dx; ``wrw`` needs x and y
-        (dy) and returns dw. Arrays of any floating dtype are converted to C-contiguous
-        float32.
+        (dy) and returns dw. Arrays of any floating dtype and any layout (strided,
+        reversed, transposed, Fortran order) are copied to C-contiguous float32 in index
+        order (:func:`wticonv.tensors.as_float32`). Empty tensors cannot be described by a
+        :class:`ConvProblem` (every size is at least 1): :func:`wticonv.conv2d` and its
+        siblings handle them.
 
         Raises
         ------
         TensorError
-            A needed array is missing, has the wrong shape or is not floating point.
+            A needed array is missing, has the wrong shape, is not floating point, is a
+            masked array, or holds finite values beyond float32's range.
         DeviceMemoryError
             A tensor does not fit the device.
         """
@@ -200,11 +207,11 @@ class Handle:
             if a is None:
                 raise TensorError(f"{p.direction} of {p.key} needs the array {name} of shape "
                                   f"{shape}")
-            a = np.asarray(a)
-            if a.dtype.kind != "f" or a.shape != shape:
-                raise TensorError(f"array {name} must be floating point of shape {shape} for "
-                                  f"{p.key}; got {a.dtype} {a.shape}")
-            arrays[name] = np.ascontiguousarray(a, dtype=np.float32)
+            a = as_float32(a, f"array {name}", ndim=None)
+            if a.shape != shape:
+                raise TensorError(f"array {name} must have shape {shape} for {p.key}; got "
+                                  f"shape {a.shape}")
+            arrays[name] = a
         bufs = {}
         try:
             for name, shape in shapes.items():

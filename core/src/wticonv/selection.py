@@ -243,6 +243,49 @@ def _tensor_too_big(problem: ConvProblem, device: Device) -> str:
     return ""
 
 
+def _least_workspace(registry: SolverRegistry, sid: str, problem: ConvProblem,
+                     device: Device, limit: int) -> int | None:
+    """The smallest workspace limit (bytes, above ``limit``) under which solver ``sid``
+    becomes a candidate for ``problem``, found by bisection up to the device's largest
+    buffer; None when it would not be one even there."""
+    def fits(room: int) -> bool:
+        try:
+            if not registry.call(sid, "is_applicable", problem=problem, device=device,
+                                 workspace_limit=room):
+                return False
+            ws = registry.call(sid, "workspace_size", problem=problem, device=device,
+                               workspace_limit=room)
+        except Exception:  # noqa: BLE001 - a failing hook simply finds no minimum
+            return False
+        return isinstance(ws, int) and not isinstance(ws, bool) and 0 <= ws <= room
+
+    lo, hi = limit, device.info.max_alloc_bytes
+    if hi <= lo or not fits(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SolverWarning)
+        v = _evaluate(registry, sid, problem, device, hi, False)
+    return hi if v.applicable and not v.reason else None
+
+
+def _least_workspace_hint(registry: SolverRegistry, problem: ConvProblem, device: Device,
+                          workspace_limit: int) -> str:
+    """A line naming the least workspace that would let some solver run ``problem``, or
+    "" when no workspace would."""
+    least = [(b, sid) for sid in registry.ids() if sid not in registry.disabled
+             for b in [_least_workspace(registry, sid, problem, device, workspace_limit)]
+             if b is not None]
+    if not least:
+        return ""
+    need, sid = min(least)
+    return (f"\nthe workspace limit of {workspace_limit} bytes is below every solver's "
+            f"minimum: the least any needs is {need} bytes ({sid}); raise the limit to at "
+            "least that, or pass None for no limit")
+
+
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
            workspace_limit: int | None = None, solver: str | None = None,
            measured: bool = True, calibrated: bool = True,
@@ -274,7 +317,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     SolverNotApplicableError
         If the forced solver declines, fails, or needs more workspace than allowed.
     NoApplicableSolverError
-        If no solver is a candidate; the message lists every solver and its reason.
+        If no solver is a candidate; the message lists every solver and its reason, and,
+        when ``workspace_limit`` is what stops them, the least workspace that would let
+        one run.
     """
     if workspace_limit is not None and (isinstance(workspace_limit, bool)
                                         or not isinstance(workspace_limit, int)
@@ -329,6 +374,8 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     if not candidates:
         lines = "\n".join(f"  {v.solver_id}: {v.reason}" for v in verdicts) or \
             "  (no solver is installed: install wticonv-direct, or check WTICONV_LOAD_PLUGINS)"
+        if workspace_limit is not None:
+            lines += _least_workspace_hint(registry, problem, device, workspace_limit)
         raise NoApplicableSolverError(
             f"no solver can run problem {problem.key} ({problem.describe()}):\n{lines}")
     candidates[0].chosen = True

@@ -1,0 +1,125 @@
+"""Bad input through the command line: each CLI row of docs/reliability.md's "Bad input"
+table (the API's rows: test_bad_input.py). What the user typed wrong exits with status 2
+and one line ``wticonv: error: ...``; a problem no solver can run exits with status 1."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from wticonv.cli import main
+
+FLAGS = "-n 2 -c 3 -H 8 -W 7 -k 4 -y 3 -x 3 -p 1 -q 1".split()
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_error(capsys, argv, fragment):
+    rc, out, err = run(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert rc == 2, (rc, out, err)
+    assert len(lines) == 1 and lines[0].startswith("wticonv: error: "), err
+    assert fragment in lines[0] and "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    # empty tensors: the CLI makes its own data, so there is nothing to run
+    (["conv", "-n", "0", *FLAGS[2:]], "n=0 must be a positive integer (>= 1)"),
+    (["conv", *FLAGS[:2], "-c", "0", *FLAGS[4:]], "c=0 must be a positive integer"),
+    (["conv", *FLAGS, "-k", "0"], "k=0 must be a positive integer"),
+    (["conv", *FLAGS, "-H", "0"], "h=0 must be a positive integer"),
+    (["explain", *FLAGS, "-W", "0"], "w=0 must be a positive integer"),
+    # geometry
+    (["conv", *FLAGS, "-p", "0", "-H", "2"], "output h size < 1"),
+    (["conv", *FLAGS, "-u", "0"], "stride_h=0 must be a positive integer"),
+    (["conv", *FLAGS, "-j", "0"], "dilation_w=0 must be a positive integer"),
+    (["conv", *FLAGS, "-q", "-1"], "pad_w=-1 must not be negative"),
+    (["conv", *FLAGS, "-g", "2"], "groups=2 must divide c=3"),
+    (["conv", *FLAGS, "-y", "x"], "'x' is not an integer"),
+    (["conv", *FLAGS, "-F", "7"], "-F 7 is not a direction set"),
+    (["conv", *FLAGS, "-m", "trans"], "-m trans is not supported"),
+    # data types and layouts other than fp32 NCHW
+    (["explain", "3-8-7-3x3-4-8-7-2-1x1-1x1-1x1-0-NCHW-FP16-F"],
+     "dtype='fp16' is not supported; wticonv computes in fp32 only"),
+    (["explain", "3-8-7-3x3-4-8-7-2-1x1-1x1-1x1-0-NHWC-FP32-F"],
+     "layout='NHWC' is not supported"),
+    (["conv", "-Z", "1", *FLAGS], "-Z must be 0 (not supported)"),
+    # workspace limit
+    (["conv", *FLAGS, "--workspace-limit", "-1"], "-1 is not in the range x>=0"),
+    (["bench", "resnet50", "--workspace-limit", "1e3"], "'1e3' is not a valid integer"),
+    # solvers
+    (["conv", *FLAGS, "-S", "gemm.nope"], "no solver 'gemm.nope' is installed"),
+])
+def test_bad_arguments_exit_2_with_one_line(capsys, argv, fragment):
+    _one_line_error(capsys, argv, fragment)
+
+
+def test_bench_line_with_another_data_type_is_refused(capsys, tmp_path):
+    f = tmp_path / "half.txt"
+    f.write_text("./bin/MIOpenDriver convfp16 -n 1 -c 3 -H 8 -W 8 -k 4 -y 3 -x 3\n")
+    line = _one_line_error(capsys, ["bench", str(f)], "'convfp16' asks for fp16")
+    assert "half.txt" in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["conv", *FLAGS, "-F", "1", "-i", "1"],
+    ["explain", *FLAGS],
+    ["bench", "resnet50", "-n", "1"],
+    ["find", *FLAGS, "-F", "1"],
+    ["tune", *FLAGS, "-F", "1"],
+    ["evaluate", "resnet50", "-n", "1"],
+    ["calibrate"],
+])
+@pytest.mark.parametrize("spec, fragment", [
+    ("9:9", "no OpenCL device 9:9; devices present: "),
+    ("tpu", "device 'tpu' is not understood: use 'gpu', 'cpu' or 'PLATFORM:DEVICE'"),
+])
+def test_unknown_device_exits_2_on_every_command(capsys, argv, spec, fragment):
+    _one_line_error(capsys, [*argv, "--device", spec], fragment)
+
+
+def test_unknown_device_in_the_environment_exits_2(capsys, monkeypatch):
+    monkeypatch.setenv("WTICONV_DEVICE", "3:1")
+    _one_line_error(capsys, ["explain", *FLAGS], "no OpenCL device 3:1")
+
+
+def test_forced_solver_under_its_minimum_fails_naming_it(capsys):
+    need = 4 * 3 * 3 * 3 * 8 * 7          # one image's columns: C x R x S x Ho x Wo floats
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "gemm.im2col",
+                     "--workspace-limit", "100")
+    assert rc == 1
+    assert (f"Forward Convolution FAILED: solver 'gemm.im2col' cannot run problem "
+            f"3-8-7-3x3-4-8-7-2-1x1-1x1-1x1-0-NCHW-FP32-F: needs at least {need} bytes of "
+            "workspace (one image's column buffer); the limit is 100") in out
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "gemm.im2col",
+                     "--workspace-limit", str(need))
+    assert rc == 0 and "Verifies OK" in out
+
+
+def test_limit_below_every_solvers_minimum_names_the_least(capsys, monkeypatch):
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-gemm")
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-i", "1", "--workspace-limit", "10", "--json")
+    results = json.loads(out)["results"]
+    assert rc == 1 and [r["direction"] for r in results] == ["fwd", "bwd", "wrw"]
+    for r in results:
+        assert not r["ok"] and r["message"].startswith("no solver can run problem")
+        need = re.search(r"the least any needs is (\d+) bytes \(gemm.im2col\); raise the "
+                         r"limit to at least that", r["message"])
+        assert need and int(need[1]) == 4 * 3 * 3 * 3 * 8 * 7, r["message"]
+
+
+def test_bench_under_every_solvers_minimum_fails_the_layer(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-gemm")
+    f = tmp_path / "net.txt"
+    f.write_text("conv -n 1 -c 3 -H 8 -W 8 -k 4 -y 3 -x 3 -F 1\n")
+    rc, out, _ = run(capsys, "bench", str(f), "--workspace-limit", "10", "-i", "1", "--json")
+    data = json.loads(out)
+    assert rc == 1 and len(data["rows"]) == 1 and not data["rows"][0]["ok"]
+    assert "the least any needs is 3888 bytes (gemm.im2col)" in json.dumps(data)
