@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
-from .errors import DeviceError, DeviceMemoryError, KernelBuildError
+from .errors import DeviceError, DeviceMemoryError, HostMemoryError, KernelBuildError
 from .programs import ProgramCache
 from .store import Store
 
@@ -180,6 +180,11 @@ class Device:
         self.programs = ProgramCache(self.context, cl_device, info.key, self.store)
         self._figures = _Figures()
         self._profiles = threading.local()
+        # Kernel objects are shared by every user of this device (the plugins cache them
+        # per device), and OpenCL's clSetKernelArg is not thread-safe on one kernel: a
+        # launch sets its arguments and enqueues under this lock, so that another thread
+        # cannot change them in between.
+        self._launch_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<Device {self.info.index} {self.info.name!r} ({self.info.platform})>"
@@ -273,11 +278,14 @@ class Device:
         """Set ``kernel``'s arguments, enqueue it on :attr:`queue` and record its event.
 
         Sizes are in work-items; ``global_size`` must be a multiple of ``local_size`` in
-        each dimension. Returns the kernel's event.
+        each dimension. Returns the kernel's event. Thread-safe: setting the arguments and
+        enqueueing is one step, so threads sharing this device (and its kernel objects)
+        never launch a kernel with another thread's arguments.
         """
-        if args:
-            kernel.set_args(*args)
-        ev = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+        with self._launch_lock:
+            if args:
+                kernel.set_args(*args)
+            ev = cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
         stack = getattr(self._profiles, "stack", None)
         if stack:
             for prof in stack:
@@ -336,8 +344,15 @@ class Device:
 
     def download(self, buf: cl.Buffer, shape: tuple[int, ...],
                  dtype=np.float32) -> np.ndarray:
-        """Copy a device buffer into a new array of ``shape`` (waits for the queue)."""
-        out = np.empty(shape, dtype=dtype)
+        """Copy a device buffer into a new array of ``shape`` (waits for the queue).
+
+        Raises :class:`HostMemoryError` if the host cannot hold the array."""
+        try:
+            out = np.empty(shape, dtype=dtype)
+        except MemoryError:
+            nbytes = np.dtype(dtype).itemsize * int(np.prod(shape))
+            raise HostMemoryError(f"the host cannot hold the {nbytes} bytes of an array of "
+                                  f"{shape} copied from {self.info.name}") from None
         if out.nbytes:
             cl.enqueue_copy(self.queue, out, buf)
         return out

@@ -11,9 +11,11 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pyopencl as cl
 
 from .device import Device, select_device
-from .errors import SolverRunError, SolverWarning, TensorError, WticonvError
+from .errors import (DeviceMemoryError, HostMemoryError, KernelBuildError, SolverRunError,
+                     SolverWarning, TensorError)
 from .plugins import SolverRegistry
 from .problem import ConvProblem
 from .selection import Selection, Verdict, select
@@ -58,6 +60,25 @@ class RunResult:
 
 #: Selections a handle remembers before it starts afresh.
 SELECTION_CACHE_SIZE = 4096
+#: OpenCL status codes that mean the device (or the host, for it) ran out of memory.
+_OOM_CODES = ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES", "OUT_OF_HOST_MEMORY")
+
+
+def _failure_reason(e: BaseException) -> str:
+    """One line (at most 400 characters) saying why a solver failed to run: a build
+    failure, an out-of-memory, or the exception's type and first line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if isinstance(e, KernelBuildError):
+        error = next((ln for ln in lines[1:] if "error" in ln.lower()), lines[-1] if
+                     len(lines) > 1 else "")
+        what = f"its kernels do not build ({first.split(' (options')[0]}: {error})"
+    elif isinstance(e, (DeviceMemoryError, MemoryError, cl.MemoryError)) or (
+            isinstance(e, cl.Error) and any(c in str(e) for c in _OOM_CODES)):
+        what = f"out of memory ({type(e).__name__}: {first})"
+    else:
+        what = f"{type(e).__name__}: {first}"
+    return what if len(what) <= 400 else what[:397] + "..."
 
 
 class Handle:
@@ -70,6 +91,26 @@ class Handle:
         ``WTICONV_DEVICE`` / the default device.
     registry : SolverRegistry, optional
         The solvers; by default every installed plugin (entry points).
+
+    Notes
+    -----
+    Threads: a handle may be shared by any number of threads. Its selections are
+    computed outside any lock (two threads asking about a new problem at once may both
+    rank it; either answer is kept), and its runs are serialised by a lock held from the
+    workspace's allocation to the end of the run (with ``wait=True``, until the device
+    has finished), so the handle's one workspace is never used by two runs at once.
+    Several handles may share one :class:`Device` (``Handle(h.device)``): their runs go
+    to the device's one in-order queue, each with its own workspace, and a kernel's
+    arguments are set and the kernel enqueued as one step (:meth:`Device.enqueue_kernel`).
+    Handles on separate :class:`Device` objects of the same OpenCL device are
+    independent. Processes may share one cache directory (:mod:`wticonv.store`).
+
+    Faults: a candidate that fails to run (its kernels do not build, its workspace or a
+    buffer cannot be allocated, a hook raises) is set aside for the problem on this
+    handle with a :class:`SolverWarning` naming the solver and the reason, and the next
+    candidate runs; later runs of the problem skip it without trying again, until
+    :meth:`forget_selections`. The failed attempt's queued kernels are finished first
+    and the next solver writes the whole output. See docs/reliability.md.
     """
 
     def __init__(self, device: Device | str | None = None,
@@ -78,6 +119,7 @@ class Handle:
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
         self._selections: dict = {}
+        self._set_aside: dict[tuple[ConvProblem, str], str] = {}
         self._workspace = None
         self._workspace_bytes = 0
 
@@ -106,9 +148,11 @@ class Handle:
         return sel
 
     def forget_selections(self) -> None:
-        """Drop the remembered selections (the next ones rank the solvers afresh)."""
+        """Drop the remembered selections (the next ones rank the solvers afresh) and the
+        solvers set aside after failing to run (the next runs try them again)."""
         with self._lock:
             self._selections.clear()
+            self._set_aside.clear()
 
     def _get_workspace(self, nbytes: int):
         """A buffer of exactly ``nbytes`` (a view of one grow-only allocation), or None."""
@@ -130,8 +174,10 @@ class Handle:
             perf_config: str | None = None) -> RunResult:
         """Run ``problem`` on device buffers, with the chosen solver.
 
-        If the chosen solver raises while running, it is set aside for this problem with a
-        :class:`SolverWarning` and the next candidate runs (unless the solver was forced).
+        If the chosen solver fails (it raises, its kernels do not build, its workspace or
+        a buffer it needs cannot be allocated), it is set aside for this problem with a
+        :class:`SolverWarning` naming it and the reason, and the next candidate runs
+        (unless the solver was forced); later runs of the problem on this handle skip it.
 
         Raises
         ------
@@ -144,7 +190,12 @@ class Handle:
         if selection is None:
             selection = self.select(problem, workspace_limit, solver, perf_config)
         failures = []
+        forced = selection.mode == "forced"
         for v in selection.candidates:
+            aside = None if forced else self._set_aside.get((problem, v.solver_id))
+            if aside is not None:
+                failures.append(f"{v.solver_id}: {aside} (set aside earlier)")
+                continue
             with self._lock:
                 try:
                     workspace = self._get_workspace(v.workspace or 0)
@@ -154,19 +205,31 @@ class Handle:
                                            workspace=workspace, perf_config=v.perf_config)
                     if wait:
                         self.device.queue.finish()
-                except WticonvError as e:
-                    failures.append(f"{v.solver_id}: {e}")
                 except Exception as e:  # noqa: BLE001 - set the solver aside, try the next
-                    failures.append(f"{v.solver_id}: {type(e).__name__}: {e}")
+                    reason = _failure_reason(e)
+                    failures.append(f"{v.solver_id}: {reason}")
+                    self._drain()
+                    if not forced:
+                        if len(self._set_aside) >= SELECTION_CACHE_SIZE:
+                            self._set_aside.clear()
+                        self._set_aside[(problem, v.solver_id)] = reason
                 else:
                     return RunResult(selection, v.solver_id, v.workspace or 0,
                                      prof.kernel_ms if wait else 0.0, v)
-            if selection.mode == "forced":
+            if forced:
                 break
             warnings.warn(f"wticonv: solver {v.solver_id!r} failed to run problem "
-                          f"{problem.key} ({failures[-1]}); trying the next candidate",
-                          SolverWarning, stacklevel=2)
+                          f"{problem.key} ({reason}); it is set aside for this problem and "
+                          "the next candidate runs", SolverWarning, stacklevel=2)
         raise SolverRunError(f"problem {problem.key} could not be run: " + "; ".join(failures))
+
+    def _drain(self) -> None:
+        """Finish what a failed attempt left queued, so that its errors (and writes) end
+        before the next candidate starts."""
+        try:
+            self.device.queue.finish()
+        except Exception:  # noqa: BLE001 - the attempt already failed; nothing to add
+            pass
 
     def compute(self, problem: ConvProblem, x: np.ndarray | None = None,
                 w: np.ndarray | None = None, y: np.ndarray | None = None,
@@ -191,7 +254,10 @@ class Handle:
             A needed array is missing, has the wrong shape, is not floating point, is a
             masked array, or holds finite values beyond float32's range.
         DeviceMemoryError
-            A tensor does not fit the device.
+            A tensor does not fit the device (larger than its largest buffer, or the
+            allocation fails).
+        HostMemoryError
+            The host cannot hold a float32 copy of an input or the result.
         """
         dev = self.device
         p = problem
@@ -207,7 +273,14 @@ class Handle:
             if a is None:
                 raise TensorError(f"{p.direction} of {p.key} needs the array {name} of shape "
                                   f"{shape}")
-            a = as_float32(a, f"array {name}", ndim=None)
+            try:
+                a = as_float32(a, f"array {name}", ndim=None)
+            except MemoryError:
+                nbytes = 4 * int(np.prod(shape))
+                raise HostMemoryError(f"the host cannot hold a float32 copy of array {name} "
+                                      f"{shape} of {p.key} ({nbytes} bytes); use a smaller "
+                                      "batch, or pass float32 C-contiguous arrays (they are "
+                                      "not copied)") from None
             if a.shape != shape:
                 raise TensorError(f"array {name} must have shape {shape} for {p.key}; got "
                                   f"shape {a.shape}")

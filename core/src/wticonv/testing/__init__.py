@@ -12,6 +12,10 @@
   outputs of size 1, K or C of 1, non-square and even filters...); :func:`problems` is a
   hypothesis strategy of small valid problems in every direction. Use them against
   :func:`wticonv.reference`.
+- Large problems: :mod:`wticonv.testing.launches` plans a solver's launches for any size
+  on a stand-in device (nothing allocated or run) and checks each launch against its
+  kernel as compiled (:mod:`wticonv.testing.clsource`): argument types and ranges, ids
+  that fit their integers (docs/reliability.md).
 """
 
 from __future__ import annotations

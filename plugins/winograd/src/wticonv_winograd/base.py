@@ -80,6 +80,9 @@ class WinogradBase:
         v = self.covers(problem)
         if isinstance(v, Decline):
             return v, None
+        too_large = plan.index_limit_reason(problem, v)
+        if too_large:
+            return Decline(too_large), None
         kind, cu = _kind(device), device.info.compute_units
         minimum = plan.one_image_bytes(problem, v, kind, cu)
         return v, _layout(problem, v, kind, cu, workspace.room(device, workspace_limit,

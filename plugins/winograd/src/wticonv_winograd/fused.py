@@ -19,7 +19,7 @@ from wticonv_gemm import wti as gemm_wti
 
 from .base import MODELLED_KINDS, _kind
 from .f2x3 import covers_3x3
-from .fused_plan import fused_plan
+from .fused_plan import fused_plan, limit_reason
 from .plan import Variant
 
 __all__ = ["FusedF2x3Solver", "solver"]
@@ -50,7 +50,9 @@ class FusedF2x3Solver:
             hint = ("" if isinstance(unfused, Decline)
                     else " (winograd.f2x3 and winograd.f4x3 cover this shape)")
             return Decline(f"backward weights is not fused{hint}")
-        return covers_3x3(problem, _VARIANT)
+        v = covers_3x3(problem, _VARIANT)
+        too_large = None if isinstance(v, Decline) else limit_reason(problem, v)
+        return Decline(too_large) if too_large else v
 
     @hookimpl
     def is_applicable(self, problem, device, workspace_limit):

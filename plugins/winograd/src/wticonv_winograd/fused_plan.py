@@ -18,7 +18,7 @@ from wticonv_gemm.gemm import Launch
 from .plan import Variant, geometry
 
 __all__ = ["FusedParams", "PARAMS", "PARAMS_FEW_OUTPUTS", "FEW_OUTPUTS", "EFFICIENCY",
-           "params", "fused_plan"]
+           "params", "fused_plan", "limit_reason"]
 
 _SRC = "wticonv_winograd:fused.cl"
 _F32 = 4
@@ -76,6 +76,19 @@ def params(kind: str, outputs: int) -> FusedParams:
     return (PARAMS_FEW_OUTPUTS if outputs <= FEW_OUTPUTS else PARAMS)[kind]
 
 
+def limit_reason(p, v: Variant) -> str | None:
+    """Why the fused kernel's 32-bit indices cannot address problem ``p`` (None when they
+    can): it numbers the batch's tiles and the filters of all groups in ints."""
+    geo = geometry(p, v)
+    th, tw = geo.tiles(v)
+    if geo.n * th * tw > 2**31 - 1:
+        return f"{geo.n * th * tw} tiles in the batch pass 2^31 (32-bit tile indices)"
+    if geo.groups * geo.O * geo.I > 2**31 - 1:
+        return (f"{geo.groups * geo.O * geo.I} filters pass 2^31 (the fused kernel indexes "
+                "them in 32 bits)")
+    return None
+
+
 def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
     """The one launch of problem ``p`` (fwd or bwd, 3x3, stride 1) with variant ``v``.
 
@@ -91,8 +104,8 @@ def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
     G, O, I = geo.groups, geo.O, geo.I
     th, tw = geo.tiles(v)
     T = geo.n * th * tw
-    if T > 2**31 - 1 or G * O * I > 2**31 - 1:
-        raise ValueError(f"{p.key}: {T} tiles exceed the fused kernel's 32-bit indices")
+    if limit_reason(p, v):
+        raise ValueError(f"{p.key}: {limit_reason(p, v)}")
     tile_blocks, k_blocks = -(-T // fp.ft), -(-O // fp.fk)
     if p.direction == "fwd":
         wbase, so, si, sr, ss = 0, I * p.r * p.s, p.r * p.s, p.s, 1

@@ -29,7 +29,7 @@ from wticonv_gemm.gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu
 from .transforms import winograd_transform
 
 __all__ = ["Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layout", "plan",
-           "one_image_bytes", "pieces_table"]
+           "one_image_bytes", "pieces_table", "index_limit_reason"]
 
 _F32 = 4
 #: The transform kernels move data slower than a plain copy: on the development machines'
@@ -210,6 +210,20 @@ def workspace_layout(p, v: Variant, kind: str, cu: int, room: int) -> Layout | N
         else:
             hi = mid - 1
     return _layout(p, v, geo, lo, kind, cu) if lo else None
+
+
+def index_limit_reason(p, v: Variant) -> str | None:
+    """Why the transform kernels' 32-bit indices cannot address problem ``p`` with variant
+    ``v`` (None when they can): they count the filters (O x I per group), the transformed
+    input channels (pieces x I) and one image's tiles in ints."""
+    geo = geometry(p, v)
+    th, tw = geo.tiles(v)
+    if geo.O * geo.I > _INT32 or len(geo.pieces) * geo.I > _INT32:
+        return (f"{geo.O} x {geo.I} filters per group pass 2^31 (the transforms index them "
+                "in 32 bits)")
+    if th * tw > _INT32:
+        return f"one image has {th * tw} tiles, past 2^31 (32-bit tile indices)"
+    return None
 
 
 def one_image_bytes(p, v: Variant, kind: str, cu: int) -> int:

@@ -93,9 +93,9 @@ inline floatv gather(const __global float *base, const long *off, const int *mas
     return VLOAD(0, t);
 }
 
-/* VW elements at base[off[l]] (int offsets, e.g. within one picture) where the lane of
- * `ok` is set (all lanes when all_ok), zeros elsewhere. */
-inline floatv gather_lanes(const __global float *base, const int *off, const intv ok,
+/* VW elements at base[off[l]] where the lane of `ok` is set (all lanes when all_ok), zeros
+ * elsewhere. 64-bit offsets: lanes may cross images, which can be 2^31 elements apart. */
+inline floatv gather_lanes(const __global float *base, const long *off, const intv ok,
                            const bool all_ok)
 {
     float t[VW];
@@ -218,9 +218,9 @@ void tiled_conv(TILED_ARGS)
             mode = GATHER;
     const intv bhv = VLOAD(0, bh), bwv = VLOAD(0, bw);
     const intv lanes_ok = VLOAD(0, LANES) < (intv)nvalid;
-    int loff[VW];              /* lane offsets from lane 0 (one picture: 32 bits suffice) */
+    long loff[VW];             /* lane offsets from lane 0 (lanes may cross images) */
     for (int l = 0; l < VW; ++l)
-        loff[l] = (int)(boff[l] - boff[0]);
+        loff[l] = boff[l] - boff[0];
 
 #if TILED_A_PACKED
     /* A packed by tiled_pack_a: this block's A is one sequential run, and the TILED_MR
@@ -364,8 +364,11 @@ void tiled_dot(TILED_ARGS)
             }
             const intv in_blk = lane < (intv)nv;
             /* Lane offsets within a source picture, for blocks loaded element by element. */
-            int loff[VW];
-            VSTORE(qbv * (intv)(hq * SW) + qcv * (intv)wq, 0, loff);
+            int loff32[VW];
+            VSTORE(qbv * (intv)(hq * SW) + qcv * (intv)wq, 0, loff32);
+            long loff[VW];
+            for (int l = 0; l < VW; ++l)
+                loff[l] = loff32[l];
             for (int i = 0; i < TILED_DOT_MR; ++i) {
                 const long base = arow[i] + qa * a_qa;
                 const long first = base + qb0 * a_qb + qc0 * a_qc;
