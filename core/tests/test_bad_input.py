@@ -373,6 +373,25 @@ def test_missing_gpu_is_a_device_error():
         wticonv.Handle("gpu")
 
 
+def unusable_device(handle) -> str:
+    """``P:D`` of a device whose driver cannot build kernels (recorded in the test store),
+    or skip."""
+    from wticonv.device import Device
+
+    for info, cl_dev in wticonv.list_devices():
+        if Device(cl_dev, info, handle.device.store).unusable_reason is not None:
+            return info.index
+    pytest.skip("every OpenCL device here builds kernels")
+
+
+def test_device_that_cannot_build_kernels_is_a_device_error(handle):
+    spec = unusable_device(handle)
+    with pytest.raises(DeviceError) as e:
+        wticonv.Handle(spec)
+    assert f"OpenCL device {spec} " in str(e.value) and "cannot build kernels" in str(e.value)
+    assert "install" in str(e.value) or "update" in str(e.value)
+
+
 def test_a_handle_must_be_a_handle():
     with pytest.raises(ArgumentError, match="handle='cpu' is not a wticonv.Handle"):
         wticonv.conv2d(X, W, handle="cpu")

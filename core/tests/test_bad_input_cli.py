@@ -90,6 +90,19 @@ def test_unknown_device_in_the_environment_exits_2(capsys, monkeypatch):
     _one_line_error(capsys, ["explain", *FLAGS], "no OpenCL device 3:1")
 
 
+def test_device_that_cannot_build_kernels_exits_2(capsys, handle):
+    from wticonv import list_devices
+    from wticonv.device import Device
+
+    spec = next((info.index for info, cl_dev in list_devices()
+                 if Device(cl_dev, info, handle.device.store).unusable_reason), None)
+    if spec is None:
+        pytest.skip("every OpenCL device here builds kernels")
+    line = _one_line_error(capsys, ["explain", *FLAGS, "--device", spec],
+                           f"OpenCL device {spec} ")
+    assert "cannot build kernels" in line
+
+
 def test_forced_solver_under_its_minimum_fails_naming_it(capsys):
     need = 4 * 3 * 3 * 3 * 8 * 7          # one image's columns: C x R x S x Ho x Wo floats
     rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "gemm.im2col",
