@@ -9,13 +9,15 @@ failure, when an element is NaN or Inf). The output is handed over with sentinel
 and around it (the kit's guarded tensors), so an element a solver never writes reads as
 about 1.5e16 and fails the comparison, and a write past the output fails the run.
 
-Also: at least one solver accepts each shape, and each solver accepts some edge shape.
-Kernels are compiled once per session (the shared handle): every solver here is dynamic.
+Each accepting solver also runs with half its workspace and, if tunable, with each of its
+perf configs; and every case runs twice, on the device as it is and on the same device
+presented as a GPU (the GPU plans). Also: at least one solver accepts each shape, and each
+solver accepts some edge shape. Kernels are compiled once per session (the shared handle
+and its device): every solver here is dynamic. docs/reliability.md, "Edge shapes".
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from wticonv import DIRECTIONS, WticonvError, reference, rms_range
