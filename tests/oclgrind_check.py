@@ -64,10 +64,19 @@ IGNORED = (re.compile(r"Function: clGetDeviceInfo\s+Error:\s+CL_INVALID_VALUE\s+
                       r"For argument 'param_name'\s*$"),)
 
 
+#: Where ``make`` installs the PyPI wheel, apart from the environment (``pip install
+#: --target``), so that only the processes this module starts see the simulator.
+OCLGRIND_TARGET = Path(__file__).resolve().parents[1] / ".venv" / "oclgrind"
+
+
 def find_icd() -> Path | None:
-    """Oclgrind's ICD library (``liboclgrind-rt-icd*.so``): the PyPI wheel's, next to
-    pyopencl's bundled libraries, else a system install (Debian's ``oclgrind``)."""
-    candidates = []
+    """Oclgrind's ICD library (``liboclgrind-rt-icd*.so``): ``$WTICONV_OCLGRIND_ICD``, else
+    the PyPI wheel's in :data:`OCLGRIND_TARGET` or next to pyopencl's bundled libraries,
+    else a system install (Debian's ``oclgrind``)."""
+    named = os.environ.get("WTICONV_OCLGRIND_ICD")
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    candidates = [OCLGRIND_TARGET / "pyopencl" / ".libs"]
     try:
         import pyopencl
 
