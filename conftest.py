@@ -65,14 +65,7 @@ def own_store(tmp_path, handle):
     from wticonv.store import Store
 
     store = Store(tmp_path)
-    shared = handle.device.store
-    for info, _ in list_devices():
-        figures = shared.get_device_figures(info.key)
-        if figures is not None:
-            store.put_device_figures(info.key, *figures)
-        reason = shared.get_device_unusable(info.key)
-        if reason is not None:
-            store.put_device_unusable(info.key, reason)
+    store.copy_device_records(handle.device.store, [info.key for info, _ in list_devices()])
     return store
 
 

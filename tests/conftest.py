@@ -17,13 +17,7 @@ def _warm_template(tmp_path_factory, handle):
 
     folder = tmp_path_factory.mktemp("warm-store")
     store, shared = Store(folder), handle.device.store
-    for info, _ in list_devices():
-        figures = shared.get_device_figures(info.key)
-        if figures is not None:
-            store.put_device_figures(info.key, *figures)
-        reason = shared.get_device_unusable(info.key)
-        if reason is not None:
-            store.put_device_unusable(info.key, reason)
+    store.copy_device_records(shared, [info.key for info, _ in list_devices()])
     store.close()
     conn = sqlite3.connect(store.path, timeout=30)
     try:

@@ -317,6 +317,18 @@ class Store(Records):
         self._write("INSERT OR REPLACE INTO device_unusable VALUES (?, ?, ?)",
                     (device_key, reason, time.time()))
 
+    def copy_device_records(self, other: Store, device_keys) -> None:
+        """Copy the figures and "unusable" records of ``device_keys`` from store ``other``
+        (a fresh store for a test or a new cache directory starts with what is known of
+        its devices; nothing else is copied)."""
+        for key in device_keys:
+            figures = other.get_device_figures(key)
+            if figures is not None:
+                self.put_device_figures(key, *figures)
+            reason = other.get_device_unusable(key)
+            if reason is not None:
+                self.put_device_unusable(key, reason)
+
     # --------------------------------------------------------------- program binaries
     def get_program_binary(self, device_key: str, digest: str) -> bytes | None:
         """The stored binary of a program, or None."""
