@@ -120,10 +120,70 @@ def test_keep_best_figures(tmp_path):
     assert s.get_device_figures("dev") == (100.0, 12.0)
 
 
-def test_cache_dir_that_is_a_file(tmp_path):
-    from wticonv.errors import StoreError
-
+def test_cache_dir_that_is_a_file_falls_back_to_a_temporary_one(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
-    with pytest.raises(StoreError, match="is not a directory|cannot use"):
-        Store(f).get_device_figures("dev")
+    s = Store(f)
+    with pytest.warns(UserWarning, match=r"cache directory .*afile cannot be used .*"
+                                         r"temporary .* WTICONV_CACHE_DIR"):
+        assert s.get_device_figures("dev") is None
+    s.put_device_figures("dev", 100.0, 12.0)
+    assert s.get_device_figures("dev") == (100.0, 12.0)
+    assert s.cache_dir != f and s.path.is_file() and f.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only directories")
+def test_read_only_cache_dir_falls_back_to_a_temporary_one(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        s = Store(ro)
+        with pytest.warns(UserWarning, match="not writable"):
+            s.put_device_figures("dev", 1.0, 2.0)
+        assert s.get_device_figures("dev") == (1.0, 2.0) and not any(ro.iterdir())
+    finally:
+        ro.chmod(0o700)
+
+
+#: Byte offsets that land in the pages of a populated database (page size 4096).
+def _damage(path, page: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek((page - 1) * 4096)
+        f.write(b"\xab" * 4096)
+
+
+def _populated(folder):
+    s = Store(folder)
+    s.put_device_figures("dev", 100.0, 12.0)
+    s.put_program_binary("dev", "d" * 64, b"binary" * 100)
+    s.put_find_records("dev", "key", [("a.b", "1", 0, 1.5, 3, False)])
+    s.put_calibration("dev", [("a.b", "1", 1.2, 4)])
+    s.put_perf_record("dev", "key", "a.b", "1", "cfg", 1.0, 2.0)
+    s.close()
+    return s.path
+
+
+@pytest.mark.parametrize("op", ["read", "write", "clear", "summary"])
+def test_damage_found_by_a_query_moves_the_file_aside_and_the_query_runs_again(tmp_path, op):
+    """Pages damaged after the file was opened (not its header): the query that meets the
+    damage gets a fresh database instead of an error, and the damaged file is kept."""
+    path = _populated(tmp_path)
+    pages = path.stat().st_size // 4096
+    s = Store(tmp_path)
+    s.get_device_figures("dev")          # opened and checked while still intact
+    for page in range(2, pages + 1):     # every page but the header
+        _damage(path, page)
+    with pytest.warns(UserWarning, match=r"cannot be used .*moved it to .*corrupt"):
+        if op == "read":
+            assert s.get_program_binary("dev", "d" * 64) is None
+            assert s.get_find_records("dev", "key") == {}
+        elif op == "write":
+            s.put_program_binary("dev", "e" * 64, b"x")
+            assert s.get_program_binary("dev", "e" * 64) == b"x"
+        elif op == "clear":
+            s.clear()
+        else:
+            assert set(s.summary().values()) == {0}
+    assert s.get_device_figures("dev") is None   # a fresh database
+    assert list(tmp_path.glob("wticonv.sqlite.corrupt-*"))

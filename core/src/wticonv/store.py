@@ -21,15 +21,22 @@ Tables (keyed by device key = platform | device name | driver version):
 Writes are single transactions in WAL mode with a busy timeout, so several processes may
 share the file (a lock held by another process is waited for); a database that is not an
 SQLite file, or lacks columns this version uses, is moved aside to
-``wticonv.sqlite.corrupt-<time>`` with a warning and a fresh one is created.
+``wticonv.sqlite.corrupt-<time>`` with a warning and a fresh one is created. Damage found
+later, by a query (SQLite's "database disk image is malformed" from a damaged page), is
+handled the same way: the file is moved aside, a fresh one started and the query run
+again on it, so a damaged cache never stops a convolution. A cache directory that cannot
+be created or written makes the store fall back, with one warning, to a temporary
+directory for the rest of the process (nothing is kept after it).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
 import sqlite3
+import tempfile
 import threading
 import time
 import warnings
@@ -119,6 +126,35 @@ def _is_busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _is_damage(e: sqlite3.DatabaseError) -> bool:
+    """A database file that is damaged (not a lock, a full disk or a permission)."""
+    if not isinstance(e, sqlite3.OperationalError):
+        return True       # DatabaseError proper: malformed image, not a database
+    text = str(e).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def _recovering(method):
+    """Run a Store method; if the database turns out damaged on the way, move it aside,
+    start a fresh one and run the method again (once)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            if not _is_damage(e):
+                raise StoreError(f"the cache database {self.path} cannot be used ({e}); check "
+                                 "the disk, or set WTICONV_CACHE_DIR elsewhere") from None
+            self._recover(e)
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"the cache database {self.path} cannot be used ({e}), even "
+                             "after starting a new one; check the disk, or set "
+                             "WTICONV_CACHE_DIR elsewhere") from None
+    return wrapper
+
+
 def default_cache_dir() -> Path:
     """``$WTICONV_CACHE_DIR`` if set, else the platform's user cache directory for wticonv."""
     env = os.environ.get("WTICONV_CACHE_DIR")
@@ -143,24 +179,66 @@ class Store(Records):
         self._initialised = False
         self._factors: dict[str, dict] = {}
         self._perf: dict[str, dict] = {}
+        #: Bumped each time the file is replaced; a thread's connection to an older file is
+        #: reopened (see _recover).
+        self._generation = 0
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
-            return conn
+            if self._local.generation == self._generation:
+                return conn
+            conn.close()                   # the file was replaced by another thread
+            self._local.conn = None
+        with self._init_lock:
+            reason = self._unusable_dir()
+            if reason is not None:
+                self._use_temporary(reason)
+            conn = self._open_checked()
+            self._local.generation = self._generation
+        self._local.conn = conn
+        return conn
+
+    def _unusable_dir(self) -> str | None:
+        """Why the cache directory cannot hold the database (None when it can)."""
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot use {self.cache_dir} as the cache directory ({e}); set "
-                             "WTICONV_CACHE_DIR to a writable directory") from None
+            return f"cannot create it: {e}"
         if not self.cache_dir.is_dir():
-            raise StoreError(f"the cache directory {self.cache_dir} is not a directory; set "
-                             "WTICONV_CACHE_DIR to a writable directory")
+            return "it is not a directory"
+        if not os.access(self.cache_dir, os.W_OK | os.X_OK):
+            return "it is not writable"
+        if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
+            return f"{self.path.name} in it is not readable and writable"
+        return None
+
+    def _use_temporary(self, reason: str) -> None:
+        """Move this store to a new temporary directory, for the rest of the process."""
+        was = self.cache_dir
+        self.cache_dir = Path(tempfile.mkdtemp(prefix="wticonv-cache-"))
+        self.path = self.cache_dir / "wticonv.sqlite"
+        self._initialised = False
+        warnings.warn(f"wticonv: the cache directory {was} cannot be used ({reason}); using "
+                      f"the temporary {self.cache_dir} for this process, whose kernels, "
+                      "measurements and records are not kept; set WTICONV_CACHE_DIR to a "
+                      "writable directory", stacklevel=5)
+
+    def _recover(self, error: Exception) -> None:
+        """The database turned out damaged: move it aside and start afresh (unless another
+        thread already did since this thread's connection was opened)."""
         with self._init_lock:
-            conn = self._open_checked()
-        self._local.conn = conn
-        return conn
+            conn = getattr(self._local, "conn", None)
+            if conn is not None:
+                conn.close()
+                self._local.conn = None
+            if getattr(self._local, "generation", None) == self._generation:
+                self._move_aside(error)
+                self._generation += 1
+                self._initialised = False
+                self._factors.clear()
+                self._perf.clear()
 
     def _open_checked(self) -> sqlite3.Connection:
         """Open (and on first use initialise) the database.
@@ -359,3 +437,12 @@ class Store(Records):
                 conn.execute(f"DELETE FROM {table}")
         self._factors.clear()
         self._perf.clear()
+
+
+# Every public record method recovers from a database found damaged while it runs.
+for _cls in (Store, Records):
+    for _name, _fn in list(vars(_cls).items()):
+        if (not _name.startswith("_") and callable(_fn) and _name != "exclusive"
+                and not isinstance(_fn, (staticmethod, classmethod))):
+            setattr(Store, _name, _recovering(_fn))
+del _cls, _name, _fn
