@@ -136,3 +136,41 @@ def test_bench_under_every_solvers_minimum_fails_the_layer(capsys, monkeypatch, 
     data = json.loads(out)
     assert rc == 1 and len(data["rows"]) == 1 and not data["rows"][0]["ok"]
     assert "the least any needs is 3888 bytes (gemm.im2col)" in json.dumps(data)
+
+
+@pytest.mark.parametrize("name, what", [
+    ("model.onnx", "is a directory"), ("net", "is a directory"),
+    ("/dev/null", "is not a regular file (a device, a pipe or a socket)"),
+])
+def test_bench_on_a_directory_or_a_device_says_so(capsys, tmp_path, name, what):
+    spec = name if name.startswith("/") else str(tmp_path / name)
+    if not name.startswith("/"):
+        (tmp_path / name).mkdir()
+    _one_line_error(capsys, ["bench", spec], f"network '{spec}' {what}; give a file of "
+                    "MIOpenDriver conv lines, an .onnx model, or a built-in name (resnet50, ")
+
+
+def test_every_solver_disabled_lists_the_reasons_apart(capsys, monkeypatch, handle):
+    ids = handle.registry.ids()
+    monkeypatch.setenv("WTICONV_DISABLE_SOLVERS", ",".join(ids))
+    rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1")
+    reasons = "; ".join(f"{sid}: disabled (WTICONV_DISABLE_SOLVERS)" for sid in ids)
+    assert rc == 1 and out.strip() == (
+        "Forward Convolution FAILED: no solver can run problem "
+        "3-8-7-3x3-4-8-7-2-1x1-1x1-1x1-0-NCHW-FP32-F (fwd 2x3x8x7 * 4x3x3x3 pad 1 stride 1): "
+        + reasons)
+
+
+def test_a_cache_database_that_cannot_be_used_exits_2(capsys, monkeypatch, tmp_path):
+    (tmp_path / "wticonv.sqlite").mkdir()         # the database's path is taken
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path))
+    for argv in (["explain", *FLAGS], ["cache"]):
+        _one_line_error(capsys, argv, f"the cache database {tmp_path / 'wticonv.sqlite'} "
+                                      "cannot be used (unable to open database file)")
+
+
+@pytest.mark.parametrize("argv", [["solvers"], ["cache"], ["devices"]])
+def test_commands_without_a_device_ignore_a_bad_wticonv_device(capsys, monkeypatch, argv):
+    monkeypatch.setenv("WTICONV_DEVICE", "9:9")
+    rc, out, err = run(capsys, *argv)
+    assert rc == 0 and out and "error" not in err

@@ -28,16 +28,18 @@ sees a symmetric problem.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
-from .errors import ArgumentError, ProblemError, TensorError
+from .errors import ArgumentError, HostMemoryError, ProblemError, TensorError
 from .handle import Handle, get_handle
 from .problem import ConvProblem
 from .tensors import as_float32
 
 __all__ = ["conv2d", "conv2d_input", "conv2d_weight"]
+
+_W_AXES = "K x C/groups x R x S"
 
 
 def _pair(value, name: str) -> tuple[int, int]:
@@ -74,14 +76,19 @@ def _pads(padding, r: int, s: int, stride: tuple[int, int],
 
 
 def _shape4(size, name: str) -> tuple[int, int, int, int]:
+    """``input_size`` / ``weight_size`` as 4 non-negative ints."""
+    axes = "(N, C, H, W)" if name == "input_size" else "(K, C/groups, R, S)"
+    if isinstance(size, (Set, Mapping)):
+        raise TensorError(f"{name}={size!r} is a {type(size).__name__}, not a sequence of "
+                          f"sizes in order; pass a tuple of 4 ints {axes}")
     if isinstance(size, (str, bytes)) or not isinstance(size, Sequence) and not hasattr(
             size, "__len__"):
-        raise TensorError(f"{name}={size!r} must be a sequence of 4 ints (NCHW)")
+        raise TensorError(f"{name}={size!r} must be a sequence of 4 ints {axes}")
     values = list(size)
     if len(values) != 4:
-        raise TensorError(f"{name}={size!r} must have 4 entries (NCHW), it has {len(values)}")
+        raise TensorError(f"{name}={size!r} must have 4 entries {axes}, it has {len(values)}")
     if not all(hasattr(v, "__index__") and not isinstance(v, bool) for v in values):
-        raise TensorError(f"{name}={tuple(values)!r} must hold 4 integers (NCHW)")
+        raise TensorError(f"{name}={tuple(values)!r} must hold 4 integers {axes}")
     out = tuple(int(v.__index__()) for v in values)
     if min(out) < 0:
         raise TensorError(f"{name}={out!r} must not hold negative sizes")
@@ -98,6 +105,21 @@ def _output_size(axis: str, size: int, pad: int, filt: int, dil: int, stride: in
             f"padded input is only {size + 2 * pad} ({axis}={size}, pad_{axis}={pad}); "
             "enlarge the padding or shrink the filter")
     return (size + 2 * pad - span) // stride + 1
+
+
+def _fit(filt: int, dil: int, pad: int) -> int:
+    """A picture size of at least 1 that the (dilated, padded) filter fits."""
+    return max(1, dil * (filt - 1) + 1 - 2 * pad)
+
+
+def _host(what: str, shape, make):
+    """``make()``, with the host running out of memory a :class:`HostMemoryError`."""
+    try:
+        return make()
+    except MemoryError:
+        nbytes = 4 * int(np.prod(shape, dtype=object))
+        raise HostMemoryError(f"the host cannot hold {what} {tuple(shape)} ({nbytes} bytes of "
+                              "float32); use a smaller batch or picture") from None
 
 
 class _Geometry:
@@ -129,9 +151,11 @@ class _Geometry:
         self.x_shape, self.w_shape = (n, c, h, w), (k, cg, r, s)
         self.empty = 0 in (n, c, k, h, w)
         g = int(groups)
-        # An empty problem is checked as one with sizes of at least 1 (a stand-in).
+        # An empty problem is checked as one with sizes of at least 1 (a stand-in); an
+        # empty picture's output size is checked below, on its real size.
         stand_in = ConvProblem(
-            n=max(n, 1), c=c or g, h=max(hh, 1), w=max(ww, 1), k=k or g, r=r, s=s,
+            n=max(n, 1), c=c or g, h=hh or _fit(r, self.dilation[0], sym_h),
+            w=ww or _fit(s, self.dilation[1], sym_w), k=k or g, r=r, s=s,
             pad_h=sym_h, pad_w=sym_w, stride_h=self.stride[0], stride_w=self.stride[1],
             dilation_h=self.dilation[0], dilation_w=self.dilation[1], groups=g,
             direction=direction)
@@ -147,14 +171,18 @@ class _Geometry:
     def pad_input(self, x: np.ndarray) -> np.ndarray:
         if not self.asymmetric:
             return x
-        return np.pad(x, ((0, 0), (0, 0), self.extra[0], self.extra[1]))
+        (t, b), (left, right) = self.extra
+        n, c, h, w = x.shape
+        return _host("the asymmetrically padded input", (n, c, h + t + b, w + left + right),
+                     lambda: np.pad(x, ((0, 0), (0, 0), self.extra[0], self.extra[1])))
 
     def crop_input(self, dx: np.ndarray) -> np.ndarray:
         if not self.asymmetric:
             return dx
         (t, _), (left, _) = self.extra
         h, w = self.orig_hw
-        return np.ascontiguousarray(dx[:, :, t:t + h, left:left + w])
+        return _host("the cropped result", self.x_shape,
+                     lambda: np.ascontiguousarray(dx[:, :, t:t + h, left:left + w]))
 
 
 def _check_dy(dy: np.ndarray, geo: _Geometry) -> None:
@@ -184,13 +212,14 @@ def _limit(workspace_limit) -> int | None:
 
 
 def _run_or_empty(geo: _Geometry, handle, solver, workspace_limit, out_shape, **arrays):
-    """Run the problem of ``geo``; for an empty one, check the handle, the solver id and
-    the limit as a run would, and return zeros of ``out_shape`` without running."""
+    """Run the problem of ``geo``; for an empty one, check the handle, the solver id (that
+    it is installed: no solver runs, so not whether it applies) and the limit as a run
+    would, and return zeros of ``out_shape`` without running."""
     h, limit = _handle(handle), _limit(workspace_limit)
     if geo.empty:
         if solver is not None:
             h.registry.get(solver)
-        return np.zeros(out_shape, np.float32)
+        return _host("the result", out_shape, lambda: np.zeros(out_shape, np.float32))
     return h.compute(geo.problem, workspace_limit=limit, solver=solver, **arrays)
 
 
@@ -229,18 +258,22 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         The geometry is invalid (e.g. output size < 1, a stride of 0).
     ArgumentError
         A negative or non-integer ``workspace_limit``, or a ``handle`` that is not one.
+    HostMemoryError
+        The host cannot hold a float32 copy of an input or the result.
     NoApplicableSolverError, SolverNotFoundError, SolverNotApplicableError
         No solver can run it, or the forced one is unknown or declines.
     """
     x = as_float32(input, "input")
-    w = as_float32(weight, "weight")
+    w = as_float32(weight, "weight", axes=_W_AXES)
     geo = _Geometry(x.shape, w.shape, stride, padding, dilation, groups, "fwd")
     k = geo.w_shape[0]
     if bias is not None:
         b = as_float32(bias, "bias", ndim=None)
         if b.shape != (k,):
+            hint = (f"; for one value in every channel pass numpy.full({k}, value)"
+                    if b.ndim == 0 else "")
             raise TensorError(f"bias must be a float array of shape ({k},), got dtype "
-                              f"{np.asarray(bias).dtype} and shape {b.shape}")
+                              f"{np.asarray(bias).dtype} and shape {b.shape}{hint}")
     y = _run_or_empty(geo, handle, solver, workspace_limit, geo.y_shape,
                       x=None if geo.empty else geo.pad_input(x), w=w)
     if bias is not None:
@@ -259,7 +292,7 @@ def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=
     C, H or W is 0). Raises as :func:`conv2d`.
     """
     shape = _shape4(input_size, "input_size")
-    w = as_float32(weight, "weight")
+    w = as_float32(weight, "weight", axes=_W_AXES)
     dy = as_float32(grad_output, "grad_output")
     geo = _Geometry(shape, w.shape, stride, padding, dilation, groups, "bwd")
     _check_dy(dy, geo)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import HostMemoryError, WticonvError
+from .errors import HostMemoryError, WticonvError, one_line
 from .handle import Handle
 from .networks import Network
 from .problem import DIRECTIONS, ConvProblem
@@ -321,7 +321,7 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
             _bench_one(handle, p, row, iterations, verify, workspace_limit, solver, seed=i)
         except WticonvError as e:
             row.ok = False
-            row.message = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+            row.message = one_line(e)
         except KeyboardInterrupt:
             report.interrupted = True
             break

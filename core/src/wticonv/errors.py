@@ -27,6 +27,7 @@ __all__ = [
     "SolverRunError",
     "NetworkError",
     "SolverWarning",
+    "one_line",
 ]
 
 
@@ -107,3 +108,13 @@ class NetworkError(WticonvError, ValueError):
 class SolverWarning(UserWarning):
     """A solver misbehaved (raised in a hook, returned a bad value, failed to run) and was
     set aside for the problem; the next-ranked solver was used instead."""
+
+
+def one_line(error: BaseException | str) -> str:
+    """The message of ``error`` on one line: its lines joined by ``"; "`` (by a space after
+    a line that ends with a colon, such as the head of a list), runs of blanks made one."""
+    lines = [" ".join(ln.split()) for ln in str(error).splitlines()]
+    text = ""
+    for ln in filter(None, lines):
+        text += ln if not text else (" " if text.endswith(":") else "; ") + ln
+    return text

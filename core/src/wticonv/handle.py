@@ -14,12 +14,13 @@ import numpy as np
 import pyopencl as cl
 
 from .device import Device, select_device
-from .errors import (DeviceMemoryError, HostMemoryError, KernelBuildError, SolverRunError,
-                     SolverWarning, TensorError)
+from .errors import (ArgumentError, DeviceMemoryError, HostMemoryError, KernelBuildError,
+                     ProblemError, SolverRunError, SolverWarning, TensorError)
+from .keys import parse_key
 from .plugins import SolverRegistry
 from .problem import ConvProblem
 from .selection import Selection, Verdict, select
-from .tensors import ConvTensors, as_float32, check_buffers
+from .tensors import ConvTensors, as_float32, as_tensors, check_buffers
 
 __all__ = ["Handle", "RunResult", "get_handle"]
 
@@ -81,6 +82,18 @@ def _failure_reason(e: BaseException) -> str:
     return what if len(what) <= 400 else what[:397] + "..."
 
 
+def _problem(problem) -> ConvProblem:
+    """``problem`` as a :class:`ConvProblem`: one as it is, a find-db key parsed."""
+    if isinstance(problem, ConvProblem):
+        return problem
+    if isinstance(problem, str):
+        return parse_key(problem)
+    raise ProblemError(
+        f"problem must be a wticonv.ConvProblem (e.g. ConvProblem(n=16, c=64, h=56, w=56, "
+        f"k=64, r=3, s=3, pad_h=1, pad_w=1)) or a find-db key string; got "
+        f"{type(problem).__name__} {problem!r:.60}")
+
+
 class Handle:
     """A device and its solvers.
 
@@ -90,7 +103,18 @@ class Handle:
         A :class:`Device`, a device spec (``"gpu"``, ``"cpu"``, ``"P:D"``), or None for
         ``WTICONV_DEVICE`` / the default device.
     registry : SolverRegistry, optional
-        The solvers; by default every installed plugin (entry points).
+        The solvers (a :class:`wticonv.plugins.SolverRegistry`); by default every
+        installed plugin (entry points).
+
+    Raises
+    ------
+    DeviceError
+        No device matches ``device``.
+    ArgumentError
+        ``registry`` is not a :class:`~wticonv.plugins.SolverRegistry`.
+
+    The methods take a problem as a :class:`ConvProblem` or as its find-db key string
+    (:attr:`ConvProblem.key`).
 
     Notes
     -----
@@ -115,6 +139,10 @@ class Handle:
 
     def __init__(self, device: Device | str | None = None,
                  registry: SolverRegistry | None = None) -> None:
+        if registry is not None and not isinstance(registry, SolverRegistry):
+            raise ArgumentError(f"registry={registry!r:.60} is not a "
+                                "wticonv.plugins.SolverRegistry; omit it for every installed "
+                                "solver, or pass SolverRegistry(...)")
         self.device = device if isinstance(device, Device) else select_device(device)
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
@@ -126,16 +154,36 @@ class Handle:
     def __repr__(self) -> str:
         return f"<Handle {self.device!r} solvers={self.registry.ids()}>"
 
-    def select(self, problem: ConvProblem, workspace_limit: int | None = None,
+    def select(self, problem: ConvProblem | str, workspace_limit: int | None = None,
                solver: str | None = None, perf_config: str | None = None) -> Selection:
         """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`; a
-        ``perf_config`` may be forced together with ``solver``).
+        ``perf_config`` may be forced together with ``solver``). ``problem`` is a
+        :class:`ConvProblem` or a find-db key string.
 
         Selections are remembered per handle (problem, workspace limit, forced solver), so
         a problem seen before costs a dictionary lookup; :meth:`forget_selections` drops
         them (find mode does, after recording new times). The returned object is shared:
         treat it as read-only.
+
+        Raises
+        ------
+        ProblemError
+            ``problem`` is neither a ConvProblem nor a valid find-db key.
+        ArgumentError
+            ``solver`` or ``perf_config`` is not a string, ``workspace_limit`` not a
+            non-negative integer.
         """
+        problem = _problem(problem)
+        for name, value in (("solver", solver), ("perf_config", perf_config)):
+            if value is not None and not isinstance(value, str):
+                raise ArgumentError(f"{name}={value!r:.60} must be a string (a solver id such "
+                                    "as 'direct.naive', or a perf config), or None")
+        if isinstance(workspace_limit, bool) or workspace_limit is not None and (
+                not hasattr(workspace_limit, "__index__") or workspace_limit < 0):
+            raise ArgumentError(f"workspace_limit={workspace_limit!r:.60} must be a "
+                                "non-negative integer number of bytes, or None for no limit")
+        if workspace_limit is not None:
+            workspace_limit = int(workspace_limit.__index__())
         key = (problem, workspace_limit, solver, perf_config)
         sel = self._selections.get(key)
         if sel is None:
@@ -168,11 +216,20 @@ class Handle:
             return self._workspace
         return self._workspace.get_sub_region(0, nbytes)
 
-    def run(self, problem: ConvProblem, tensors: ConvTensors,
+    def run(self, problem: ConvProblem | str, tensors: ConvTensors,
             selection: Selection | None = None, workspace_limit: int | None = None,
             solver: str | None = None, wait: bool = True,
             perf_config: str | None = None) -> RunResult:
         """Run ``problem`` on device buffers, with the chosen solver.
+
+        ``problem`` is a :class:`ConvProblem` or a find-db key string. ``tensors`` holds
+        one ``pyopencl.Buffer`` per tensor, packed NCHW float32: a :class:`ConvTensors`
+        or a plain tuple ``(x, w, y)`` (for NumPy arrays use :meth:`compute`). The
+        output (y in ``fwd``, x in ``bwd``, w in ``wrw``) must not alias an input: the
+        same buffer, or a sub-buffer overlapping one, is refused; memory shared some other
+        way (two buffers made with ``USE_HOST_PTR`` on one host array) is not detected
+        and gives a wrong result. ``selection`` is a :class:`Selection` of ``problem``
+        from :meth:`select` (None: select now); ``solver`` forces a solver id.
 
         If the chosen solver fails (it raises, its kernels do not build, its workspace or
         a buffer it needs cannot be allocated), it is set aside for this problem with a
@@ -182,13 +239,26 @@ class Handle:
         Raises
         ------
         TensorError
-            A buffer of ``tensors`` is missing or smaller than its tensor.
+            ``tensors`` is not three buffers; a buffer is missing, not a pyopencl buffer,
+            or smaller than its tensor; the output aliases an input.
+        ArgumentError
+            ``selection`` is not a :class:`Selection` of ``problem``.
         SolverRunError
             If the forced solver, or every candidate, failed to run.
         """
+        problem = _problem(problem)
+        tensors = as_tensors(tensors)
         check_buffers(problem, tensors)
         if selection is None:
             selection = self.select(problem, workspace_limit, solver, perf_config)
+        elif not isinstance(selection, Selection):
+            hint = (f"; to force a solver, pass solver={selection!r}"
+                    if isinstance(selection, str) else "")
+            raise ArgumentError(f"selection={selection!r:.60} is not a wticonv.Selection "
+                                f"(made by Handle.select){hint}")
+        elif selection.problem != problem:
+            raise ArgumentError(f"selection is of problem {selection.problem.key}, not of "
+                                f"{problem.key}: select this problem's with Handle.select")
         failures = []
         forced = selection.mode == "forced"
         for v in selection.candidates:
@@ -231,11 +301,12 @@ class Handle:
         except Exception:  # noqa: BLE001 - the attempt already failed; nothing to add
             pass
 
-    def compute(self, problem: ConvProblem, x: np.ndarray | None = None,
+    def compute(self, problem: ConvProblem | str, x: np.ndarray | None = None,
                 w: np.ndarray | None = None, y: np.ndarray | None = None,
                 workspace_limit: int | None = None, solver: str | None = None,
                 perf_config: str | None = None) -> np.ndarray:
-        """Run ``problem`` on host arrays and return the result as a new float32 array.
+        """Run ``problem`` (a :class:`ConvProblem` or a find-db key string) on host arrays
+        and return the result as a new float32 array.
 
         ``solver`` forces a solver, ``perf_config`` one of its perf configs (tunable solvers,
         see :mod:`wticonv.tune`; ``"default"`` its own default).
@@ -250,6 +321,8 @@ class Handle:
 
         Raises
         ------
+        ProblemError
+            ``problem`` is neither a ConvProblem nor a valid find-db key.
         TensorError
             A needed array is missing, has the wrong shape, is not floating point, is a
             masked array, or holds finite values beyond float32's range.
@@ -260,7 +333,7 @@ class Handle:
             The host cannot hold a float32 copy of an input or the result.
         """
         dev = self.device
-        p = problem
+        p = _problem(problem)
         shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
         out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
         given = {"x": x, "w": w, "y": y}

@@ -163,16 +163,19 @@ def load_network(spec: str, n: int | None = None) -> Network:
     if key in BUILTIN_NETWORKS:
         return _builtin(key, n if n is not None else DEFAULT_BATCH)
     path = Path(spec)
+    kinds = (f"give a file of MIOpenDriver conv lines, an .onnx model, or a built-in name "
+             f"({', '.join(BUILTIN_NETWORKS)})")
+    if path.is_dir():
+        raise NetworkError(f"network {spec!r} is a directory; {kinds}")
+    if path.exists() and not path.is_file():
+        raise NetworkError(f"network {spec!r} is not a regular file (a device, a pipe or a "
+                           f"socket); {kinds}")
     if path.suffix.lower() == ".onnx":
         if not path.is_file():
             raise NetworkError(f"ONNX model {spec!r} does not exist")
         from .onnx_models import load_onnx
 
         return load_onnx(path, n)
-    if path.is_dir():
-        raise NetworkError(f"network {spec!r} is a directory; give a file of MIOpenDriver "
-                           "conv lines, an .onnx model, or a built-in name "
-                           f"({', '.join(BUILTIN_NETWORKS)})")
     if path.is_file():
         return _driver_file(path, n)
     raise NetworkError(f"network {spec!r} is neither a built-in ({', '.join(BUILTIN_NETWORKS)}) "

@@ -1,9 +1,10 @@
 """The ``wticonv`` command.
 
-Errors in what the user typed (bad flags, invalid problems, unknown networks, devices or
-solvers) print one line on stderr, ``wticonv: error: ...``, and exit with status 2, without
-a traceback. Failures found while working (a layer that fails verification, no solver for
-a problem) exit with status 1. Warnings print as ``wticonv: warning: ...``.
+Errors in what the user typed or set (bad flags, invalid problems, unknown networks, devices
+or solvers, a cache database that cannot be used) print one line on stderr,
+``wticonv: error: ...``, and exit with status 2, without a traceback. Failures found while
+working (a layer that fails verification, no solver for a problem) exit with status 1.
+Warnings print as ``wticonv: warning: ...``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import warnings
 import click
 
 from ..errors import (DeviceError, NetworkError, ProblemError, SolverNotFoundError,
-                      TensorError, WticonvError)
+                      StoreError, TensorError, WticonvError, one_line)
 from . import measuring  # noqa: F401 - registers find, tune, evaluate, calibrate
 from .commands import cli
 
 __all__ = ["main", "cli"]
 
-#: Errors that mean "what you typed is wrong": exit status 2.
-_USAGE_ERRORS = (ProblemError, TensorError, NetworkError, DeviceError, SolverNotFoundError)
+#: Errors that mean "what you typed (or set: WTICONV_DEVICE, WTICONV_CACHE_DIR) is
+#: wrong": exit status 2.
+_USAGE_ERRORS = (ProblemError, TensorError, NetworkError, DeviceError, SolverNotFoundError,
+                 StoreError)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wticonv: error: {e.format_message()}", file=sys.stderr)
         return e.exit_code
     except _USAGE_ERRORS as e:
-        print(f"wticonv: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"wticonv: error: {one_line(e)}", file=sys.stderr)
         return 2
     except WticonvError as e:
         print(f"wticonv: error: {e}", file=sys.stderr)

@@ -12,7 +12,8 @@ import pyopencl as cl
 from .. import __version__
 from ..bench import measure, parse_directions, run_bench
 from ..driver import parse_driver_args
-from ..errors import DriverArgsError, KernelBuildError, ProblemError, WticonvError
+from ..errors import (DriverArgsError, KernelBuildError, ProblemError, WticonvError,
+                      one_line)
 from ..handle import Handle
 from ..keys import parse_key
 from ..networks import load_network
@@ -259,7 +260,7 @@ def conv(args, as_json, device, workspace_limit) -> int:
             r = _conv_one(handle, p, cmd, workspace_limit)
         except WticonvError as e:
             r = {"direction": p.direction, "key": p.key, "ok": False,
-                 "message": " ".join(str(e).split())}
+                 "message": one_line(e)}
         results.append(r)
         if not as_json:
             render.conv_result(r, cmd.time)
