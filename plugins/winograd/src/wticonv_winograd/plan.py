@@ -130,8 +130,10 @@ def _axis_pieces(size: int, pad: int, r: int, stride: int) -> list[tuple[int, in
     return [(a0, 1, a0 - pad) for a0 in range(0, size, r)]
 
 
+@functools.lru_cache(maxsize=4096)
 def geometry(p, v: Variant) -> Geometry:
-    """The forward-like pass of problem ``p`` (any direction) for variant ``v``."""
+    """The forward-like pass of problem ``p`` (any direction) for variant ``v`` (cached:
+    selection asks for it several times per solver)."""
     g = p.groups
     if p.direction == "bwd":  # dx = conv(dy, flipped w^T), padding R-1-pad
         ph, pw = p.r - 1 - p.pad_h, p.s - 1 - p.pad_w
