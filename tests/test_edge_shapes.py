@@ -22,6 +22,7 @@ import pytest
 
 from wticonv import DIRECTIONS, WticonvError, reference, rms_range
 from wticonv import ConvProblem as P
+from wticonv.tensors import OUTPUT_TENSOR
 from wticonv.testing import EDGE_SHAPES
 from wticonv.testing.checks import SolverUnderTest, _device_tensors, random_data
 
@@ -113,7 +114,6 @@ CASES = [(name, d) for name in SHAPES for d in DIRECTIONS]
 #: on any machine (not their speed).
 KINDS = ("cpu", "gpu")
 KIND_IDS = ["cpu plans", "gpu plans"]    # not "gpu": the gpu marker's keyword
-_OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 
 def _handle_as(handle, kind: str):
@@ -164,7 +164,7 @@ def _variants(sut: SolverUnderTest, p) -> list:
 def test_every_accepting_solver_matches_the_reference(suts, kind, name, direction):
     p = SHAPES[name].with_direction(direction)
     data = random_data(p, seed=len(name))
-    want = reference(p, **{k: v for k, v in data.items() if k != _OUT[direction]})
+    want = reference(p, **{k: v for k, v in data.items() if k != OUTPUT_TENSOR[direction]})
     ran, wrong = [], []
     for sid, sut in suts[kind].items():
         if not sut.accepts(p):

@@ -9,6 +9,7 @@ import pytest
 
 import wticonv
 from wticonv import ConvProblem, SolverNotApplicableError, reference, rms_range
+from wticonv.tensors import OUTPUT_TENSOR
 
 P = ConvProblem(2, 3, 8, 7, 4, 3, 3, pad_h=1, pad_w=1)
 
@@ -41,7 +42,6 @@ LAYERS = {  # chosen on a CPU: direct.tiled, gemm.1x1 / naive, tiled / im2col, d
 #: Winograd transforms mix a tile's pixels: a NaN or Inf input makes its whole output
 #: tile non-finite (and +Inf and -Inf meeting there make NaN). The others are exact.
 SPREADING = ("winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3", "winograd.rxs")
-_OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 
 def _poisoned_run(handle, p, poisoned, solver=None):
@@ -49,7 +49,7 @@ def _poisoned_run(handle, p, poisoned, solver=None):
     data = {"x": rand(*p.x_shape, seed=4), "w": rand(*p.w_shape, seed=5),
             "y": rand(*p.y_shape, seed=6)}
     data[poisoned] = _poison(data[poisoned])
-    given = {k: v for k, v in data.items() if k != _OUT[p.direction]}
+    given = {k: v for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
     got = handle.compute(p, solver=solver, **given)
     with np.errstate(invalid="ignore"):
         want = reference(p, **given)

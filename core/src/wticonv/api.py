@@ -35,6 +35,7 @@ import numpy as np
 from .errors import ArgumentError, HostMemoryError, ProblemError, TensorError
 from .handle import Handle, get_handle
 from .problem import ConvProblem
+from .selection import workspace_limit_arg
 from .tensors import as_float32
 
 __all__ = ["conv2d", "conv2d_input", "conv2d_weight"]
@@ -200,22 +201,11 @@ def _handle(handle: Handle | None) -> Handle:
     return handle
 
 
-def _limit(workspace_limit) -> int | None:
-    """``workspace_limit`` as an int (NumPy integers accepted), or None."""
-    if workspace_limit is None:
-        return None
-    if isinstance(workspace_limit, bool) or not hasattr(workspace_limit, "__index__") \
-            or workspace_limit < 0:
-        raise ArgumentError(f"workspace_limit={workspace_limit!r} must be a non-negative "
-                            "integer number of bytes, or None for no limit")
-    return int(workspace_limit.__index__())
-
-
 def _run_or_empty(geo: _Geometry, handle, solver, workspace_limit, out_shape, **arrays):
     """Run the problem of ``geo``; for an empty one, check the handle, the solver id (that
     it is installed: no solver runs, so not whether it applies) and the limit as a run
     would, and return zeros of ``out_shape`` without running."""
-    h, limit = _handle(handle), _limit(workspace_limit)
+    h, limit = _handle(handle), workspace_limit_arg(workspace_limit)
     if geo.empty:
         if solver is not None:
             h.registry.get(solver)

@@ -23,7 +23,7 @@ from .networks import Network
 from .problem import DIRECTIONS, ConvProblem
 from .reference import reference, rms_range
 from .selection import Selection, Verdict
-from .tensors import ConvTensors
+from .tensors import OUTPUT_TENSOR, ConvTensors
 
 __all__ = ["BenchRow", "BenchReport", "Measurement", "measure", "run_bench", "parse_directions",
            "random_inputs"]
@@ -122,7 +122,7 @@ def random_inputs(p: ConvProblem, seed: int) -> dict[str, np.ndarray]:
     shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
     out = {}
     for name, shape in shapes.items():
-        if name != _OUTPUT[p.direction]:
+        if name != OUTPUT_TENSOR[p.direction]:
             a = rng.random(size=shape, dtype=np.float32)  # drawn in float32: 3x faster
             a *= 2.0
             a -= 1.0
@@ -130,7 +130,6 @@ def random_inputs(p: ConvProblem, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-_OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 
 @dataclass
@@ -201,7 +200,7 @@ def measure(handle: Handle, p: ConvProblem, iterations: int, verify: bool = True
     except MemoryError:
         raise HostMemoryError(f"the host cannot hold the input arrays of {p.key} "
                               f"({sum(nbytes.values()) / 2**30:.1f} GiB)") from None
-    out_name = _OUTPUT[p.direction]
+    out_name = OUTPUT_TENSOR[p.direction]
     bufs = {}
     try:
         for name, shape in shapes.items():

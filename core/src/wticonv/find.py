@@ -81,7 +81,8 @@ def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[Con
     DeviceMemoryError, HostMemoryError
         If a tensor does not fit the device's largest buffer or the host's memory.
     """
-    from .bench import _OUTPUT, _check_host, random_inputs
+    from .bench import _check_host, random_inputs
+    from .tensors import OUTPUT_TENSOR
 
     dev = handle.device
     shapes = {"x": problem.x_shape, "w": problem.w_shape, "y": problem.y_shape}
@@ -92,7 +93,7 @@ def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[Con
     bufs = {}
     try:
         for name, shape in shapes.items():
-            bufs[name] = (dev.upload(data.pop(name)) if name != _OUTPUT[problem.direction]
+            bufs[name] = (dev.upload(data.pop(name)) if name != OUTPUT_TENSOR[problem.direction]
                           else dev.alloc(4 * math.prod(shape)))
         yield ConvTensors(bufs["x"], bufs["w"], bufs["y"])
     finally:

@@ -20,7 +20,7 @@ from .keys import parse_key
 from .plugins import SolverRegistry
 from .problem import ConvProblem
 from .selection import Selection, Verdict, select
-from .tensors import ConvTensors, as_float32, as_tensors, check_buffers
+from .tensors import OUTPUT_TENSOR, ConvTensors, as_float32, as_tensors, check_buffers
 
 __all__ = ["Handle", "RunResult", "get_handle"]
 
@@ -174,19 +174,12 @@ class Handle:
             non-negative integer.
         """
         problem = _problem(problem)
-        for name, value in (("solver", solver), ("perf_config", perf_config)):
-            if value is not None and not isinstance(value, str):
-                raise ArgumentError(f"{name}={value!r:.60} must be a string (a solver id such "
-                                    "as 'direct.naive', or a perf config), or None")
-        if isinstance(workspace_limit, bool) or workspace_limit is not None and (
-                not hasattr(workspace_limit, "__index__") or workspace_limit < 0):
-            raise ArgumentError(f"workspace_limit={workspace_limit!r:.60} must be a "
-                                "non-negative integer number of bytes, or None for no limit")
-        if workspace_limit is not None:
-            workspace_limit = int(workspace_limit.__index__())
         key = (problem, workspace_limit, solver, perf_config)
-        sel = self._selections.get(key)
-        if sel is None:
+        try:
+            sel = self._selections.get(key)
+        except TypeError:      # an unhashable argument: select() says which is wrong
+            sel = None
+        if sel is None:         # select() checks the arguments
             sel = select(self.registry, problem, self.device, workspace_limit, solver,
                          perf_config=perf_config)
             with self._lock:
@@ -335,7 +328,7 @@ class Handle:
         dev = self.device
         p = _problem(problem)
         shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
-        out_name = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
+        out_name = OUTPUT_TENSOR[p.direction]
         given = {"x": x, "w": w, "y": y}
         arrays = {}
         for name, shape in shapes.items():

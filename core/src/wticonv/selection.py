@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .plugins import SolverRegistry
     from .problem import ConvProblem
 
-__all__ = ["Verdict", "Selection", "select"]
+__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg"]
 
 
 @dataclass
@@ -286,6 +286,19 @@ def _least_workspace_hint(registry: SolverRegistry, problem: ConvProblem, device
             "least that, or pass None for no limit")
 
 
+def workspace_limit_arg(workspace_limit) -> int | None:
+    """``workspace_limit`` as an int number of bytes (NumPy integers taken), or None.
+
+    Raises ArgumentError if it is negative or not an integer (a bool included)."""
+    if workspace_limit is None:
+        return None
+    if isinstance(workspace_limit, bool) or not hasattr(workspace_limit, "__index__") \
+            or workspace_limit < 0:
+        raise ArgumentError(f"workspace_limit={workspace_limit!r:.60} must be a "
+                            "non-negative integer number of bytes, or None for no limit")
+    return int(workspace_limit.__index__())
+
+
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
            workspace_limit: int | None = None, solver: str | None = None,
            measured: bool = True, calibrated: bool = True,
@@ -312,6 +325,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
 
     Raises
     ------
+    ArgumentError
+        ``solver`` or ``perf_config`` is not a string, ``workspace_limit`` not a
+        non-negative integer (NumPy integers are taken).
     SolverNotFoundError
         If ``solver`` names no installed solver.
     SolverNotApplicableError
@@ -321,11 +337,11 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         when ``workspace_limit`` is what stops them, the least workspace that would let
         one run.
     """
-    if workspace_limit is not None and (isinstance(workspace_limit, bool)
-                                        or not isinstance(workspace_limit, int)
-                                        or workspace_limit < 0):
-        raise ArgumentError(f"workspace_limit={workspace_limit!r} must be a non-negative "
-                            "integer number of bytes, or None for no limit")
+    for name, value in (("solver", solver), ("perf_config", perf_config)):
+        if value is not None and not isinstance(value, str):
+            raise ArgumentError(f"{name}={value!r:.60} must be a string (a solver id such "
+                                "as 'direct.naive', or a perf config), or None")
+    workspace_limit = workspace_limit_arg(workspace_limit)
     if solver is not None:
         entry = registry.get(solver)
         if perf_config is not None and not entry.tunable:

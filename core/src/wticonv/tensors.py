@@ -10,7 +10,7 @@ import pyopencl as cl
 
 from .errors import HostMemoryError, TensorError
 
-__all__ = ["ConvTensors", "as_float32", "as_tensors", "check_buffers"]
+__all__ = ["ConvTensors", "OUTPUT_TENSOR", "as_float32", "as_tensors", "check_buffers"]
 
 
 class ConvTensors(NamedTuple):
@@ -103,7 +103,8 @@ def as_float32(array, name: str, ndim: int | None = 4, axes: str = "NCHW") -> np
     return out
 
 
-_OUTPUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+#: The tensor each direction writes (the others it reads): y, dx in x, dw in w.
+OUTPUT_TENSOR = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 
 def as_tensors(tensors) -> ConvTensors:
@@ -167,7 +168,7 @@ def check_buffers(problem, tensors: ConvTensors) -> None:
         if isinstance(size, int) and size < need:
             raise TensorError(f"tensor {name} {shape} of {p.key} needs {need} bytes, but its "
                               f"buffer holds {size}: allocate {need} bytes (4 per float32)")
-    out = _OUTPUT[p.direction]
+    out = OUTPUT_TENSOR[p.direction]
     mem, start, end = _extent(getattr(tensors, out))
     for name in ("x", "w", "y"):
         if name == out:

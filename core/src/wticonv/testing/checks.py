@@ -21,6 +21,7 @@ from ..errors import WticonvError
 from ..hookspecs import HOOK_NAMES, WTI_UNKNOWN
 from ..problem import DIRECTIONS, ConvProblem
 from ..reference import reference, rms_range
+from ..tensors import OUTPUT_TENSOR
 
 __all__ = ["CheckFailure", "SolverUnderTest", "CHECKS", "QUERY_BUDGET_S", "DEFAULT_MAX_WTI",
            "GUARD_BYTES"]
@@ -33,7 +34,6 @@ QUERY_BUDGET_S = 2e-3
 #: declare their saving, e.g. F(4x4, 3x3): 144/36 = 4).
 DEFAULT_MAX_WTI = 1.0
 
-_OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 
 class CheckFailure(AssertionError):
@@ -196,7 +196,7 @@ def check_wti(sut: SolverUnderTest) -> None:
 def _check_reference(sut: SolverUnderTest, p: ConvProblem, seed: int) -> None:
     data = random_data(p, seed)
     got = sut.run(p, data)
-    given = {k: v for k, v in data.items() if k != _OUT[p.direction]}
+    given = {k: v for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
     want = reference(p, **given)
     err = float(rms_range(got, want))
     tol = sut.tolerance(p)
@@ -276,7 +276,8 @@ def check_nan_inf(sut: SolverUnderTest) -> None:
         flat[flat.size // 3] = np.inf
         got = sut.run(p, data)
         with np.errstate(invalid="ignore", over="ignore"):
-            want = reference(p, **{k: v for k, v in data.items() if k != _OUT[p.direction]})
+            out = OUTPUT_TENSOR[p.direction]
+            want = reference(p, **{k: v for k, v in data.items() if k != out})
         lost = np.isfinite(got) & ~np.isfinite(want)
         if lost.any():
             raise CheckFailure(f"{p.key}: {int(lost.sum())} output elements are finite where "
@@ -296,7 +297,7 @@ def check_nan_inf_weights(sut: SolverUnderTest) -> None:
         flat[flat.size // 2] = np.nan
         flat[(flat.size - 1) // 4] = np.inf
         got = sut.run(p, data)
-        given = {k: np.ones_like(v) for k, v in data.items() if k != _OUT[p.direction]}
+        given = {k: np.ones_like(v) for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
         given[src] = (~np.isfinite(data[src])).astype(np.float32)
         reached = reference(p, **given) > 0
         lost = np.isfinite(got) & reached
@@ -341,7 +342,7 @@ class _DeviceTensors:
 
         from ..tensors import ConvTensors
 
-        self.dev, self.problem, self.out = dev, problem, _OUT[problem.direction]
+        self.dev, self.problem, self.out = dev, problem, OUTPUT_TENSOR[problem.direction]
         self.shapes = {k: v.shape for k, v in data.items()}
         self.out_bytes = 4 * int(np.prod(self.shapes[self.out]))
         self.inputs = [k for k in data if k != self.out]

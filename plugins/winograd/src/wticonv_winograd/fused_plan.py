@@ -104,8 +104,9 @@ def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
     G, O, I = geo.groups, geo.O, geo.I
     th, tw = geo.tiles(v)
     T = geo.n * th * tw
-    if limit_reason(p, v):
-        raise ValueError(f"{p.key}: {limit_reason(p, v)}")
+    too_large = limit_reason(p, v)
+    if too_large:
+        raise ValueError(f"{p.key}: {too_large}")
     tile_blocks, k_blocks = -(-T // fp.ft), -(-O // fp.fk)
     if p.direction == "fwd":
         wbase, so, si, sr, ss = 0, I * p.r * p.s, p.r * p.s, p.s, 1
