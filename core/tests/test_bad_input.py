@@ -289,6 +289,15 @@ def test_handle_methods_refuse_wrong_argument_types(handle, call, error, fragmen
     assert fragment in str(e.value)
 
 
+@pytest.mark.parametrize("bad", [True, 1.0])
+def test_a_bad_workspace_limit_is_refused_even_when_it_equals_a_remembered_one(handle, bad):
+    """True == 1.0 == 1: the limit is checked before the remembered selections are."""
+    p = ConvProblem(2, 3, 8, 7, 4, 3, 3, pad_h=1, pad_w=1)
+    h = wticonv.Handle(handle.device)
+    h.select(p, workspace_limit=1)
+    with pytest.raises(ArgumentError, match="must be a non-negative integer"):
+        h.select(p, workspace_limit=bad)
+
 
 # ------------------------------------------------------------------- empty tensors
 # (x shape, w shape, padding) -> (y, dx, dw): "empty" or "zeros" of the direction's shape

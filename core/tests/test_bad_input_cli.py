@@ -174,3 +174,17 @@ def test_commands_without_a_device_ignore_a_bad_wticonv_device(capsys, monkeypat
     monkeypatch.setenv("WTICONV_DEVICE", "9:9")
     rc, out, err = run(capsys, *argv)
     assert rc == 0 and out and "error" not in err
+
+
+def test_cache_on_an_unusable_directory_shows_the_temporary_one_and_clears_nothing(
+        capsys, monkeypatch, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(afile))
+    rc, out, err = run(capsys, "cache")
+    assert rc == 0 and f"the cache directory {afile} cannot be used" in err
+    path = out.splitlines()[0].removeprefix("cache database: ")
+    assert "wticonv-cache-" in path and not path.startswith(str(afile))
+    rc, out, err = run(capsys, "cache", "--clear")
+    assert rc == 2 and "nothing was cleared" in err and "cleared every record" not in out
+    assert afile.read_text() == "x"

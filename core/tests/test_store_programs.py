@@ -187,3 +187,62 @@ def test_damage_found_by_a_query_moves_the_file_aside_and_the_query_runs_again(t
             assert set(s.summary().values()) == {0}
     assert s.get_device_figures("dev") is None   # a fresh database
     assert list(tmp_path.glob("wticonv.sqlite.corrupt-*"))
+
+
+def test_a_damaged_program_binary_is_deleted_not_loaded(tmp_path):
+    """A binary whose bytes were changed on disk (the page chain intact, so SQLite sees
+    nothing wrong) would crash the driver: it is refused, deleted and None returned."""
+    import sqlite3
+
+    s = Store(tmp_path)
+    s.put_program_binary("dev", "d" * 64, b"binary" * 100)
+    assert s.get_program_binary("dev", "d" * 64) == b"binary" * 100
+    s.close()
+    conn = sqlite3.connect(s.path)
+    blob = bytearray(conn.execute("SELECT binary FROM program_binaries").fetchone()[0])
+    blob[100] ^= 0xFF
+    conn.execute("UPDATE program_binaries SET binary = ?", (bytes(blob),))
+    conn.commit()
+    conn.close()
+    with pytest.warns(UserWarning, match="stored program binary .* is damaged"):
+        assert s.get_program_binary("dev", "d" * 64) is None
+    assert s.summary()["program_binaries"] == 0
+
+
+@pytest.mark.filterwarnings("ignore:.*moved it to:UserWarning")
+def test_a_file_damaged_under_an_open_store_is_replaced_for_every_thread(tmp_path):
+    """Another thread finds the file damaged when it first opens it: the file is moved
+    aside, the new one gets its tables, and the thread that had the old file open moves
+    to the new one too."""
+    import threading
+
+    first = Store(tmp_path)
+    first.put_device_figures("dev", 100.0, 12.0)
+    first.close()                                        # written through to the file
+    s = Store(tmp_path)
+    assert s.get_device_figures("dev") == (100.0, 12.0)  # this thread's connection is open
+    s.path.write_bytes(os.urandom(5000))
+    got = []
+
+    def other():
+        got.append(s.get_device_figures("dev"))
+        s.put_device_figures("dev2", 1.0, 2.0)
+        got.append(s.get_device_figures("dev2"))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert got == [None, (1.0, 2.0)]
+    assert s.get_device_figures("dev2") == (1.0, 2.0)    # the new file, from this thread
+    assert len(list(tmp_path.glob("wticonv.sqlite.corrupt-*[0-9]"))) == 1
+
+
+def test_stores_of_one_unusable_directory_share_one_temporary_one(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.warns(UserWarning, match="cannot be used") as caught:
+        a, b = Store(f), Store(f)
+        a.put_device_figures("dev", 1.0, 2.0)
+        assert b.get_device_figures("dev") == (1.0, 2.0)
+    assert a.cache_dir == b.cache_dir and a.fallback_from == f
+    assert sum("cannot be used" in str(w.message) for w in caught) == 1

@@ -19,7 +19,7 @@ from .errors import (ArgumentError, DeviceMemoryError, HostMemoryError, KernelBu
 from .keys import parse_key
 from .plugins import SolverRegistry
 from .problem import ConvProblem
-from .selection import Selection, Verdict, select
+from .selection import Selection, Verdict, select, workspace_limit_arg
 from .tensors import OUTPUT_TENSOR, ConvTensors, as_float32, as_tensors, check_buffers
 
 __all__ = ["Handle", "RunResult", "get_handle"]
@@ -174,6 +174,9 @@ class Handle:
             non-negative integer.
         """
         problem = _problem(problem)
+        if workspace_limit is not None and type(workspace_limit) is not int:
+            # before the lookup: True and 1.0 equal a remembered limit of 1
+            workspace_limit = workspace_limit_arg(workspace_limit)
         key = (problem, workspace_limit, solver, perf_config)
         try:
             sel = self._selections.get(key)

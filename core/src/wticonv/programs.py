@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
-from .errors import KernelBuildError
+from .errors import KernelBuildError, StoreError
 
 __all__ = ["ProgramCache", "BuildCounters"]
 
-# Bump when the way programs are built changes, to invalidate stored binaries.
-_CACHE_FORMAT = "1"
+# Bump when the way programs are built or stored changes, to invalidate stored binaries
+# ("2": stored with a SHA-256 of their bytes).
+_CACHE_FORMAT = "2"
 
 
 @dataclass
@@ -101,7 +102,7 @@ class ProgramCache:
                         binary = prg.get_info(cl.program_info.BINARIES)[0]
                         if binary:
                             self.store.put_program_binary(self.device_key, key, bytes(binary))
-                    except (cl.Error, OSError):  # a cache that cannot be written is no error
+                    except (cl.Error, OSError, StoreError):  # an unwritable cache is no error
                         pass
             else:
                 self.counters.binary_loads += 1
@@ -111,7 +112,10 @@ class ProgramCache:
     def _load_binary(self, key: str, options: str) -> cl.Program | None:
         if self.store is None:
             return None
-        binary = self.store.get_program_binary(self.device_key, key)
+        try:
+            binary = self.store.get_program_binary(self.device_key, key)
+        except StoreError:      # a cache that cannot be read: build from source
+            return None
         if binary is None:
             return None
         try:
@@ -119,7 +123,10 @@ class ProgramCache:
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 return cl.Program(self.context, [self.device], [binary]).build(options=options)
         except (cl.Error, RuntimeError):
-            self.store.delete_program_binary(self.device_key, key)
+            try:
+                self.store.delete_program_binary(self.device_key, key)
+            except StoreError:
+                pass
             return None
 
     def _build_source(self, source: str, options: str) -> cl.Program:

@@ -26,15 +26,21 @@ later, by a query (SQLite's "database disk image is malformed" from a damaged pa
 handled the same way: the file is moved aside, a fresh one started and the query run
 again on it, so a damaged cache never stops a convolution. A cache directory that cannot
 be created or written makes the store fall back, with one warning, to a temporary
-directory for the rest of the process (nothing is kept after it).
+directory for the rest of the process, shared by every store of that directory and
+removed at exit (nothing is kept after it). Program binaries are stored with a SHA-256
+of their bytes: a damaged one is deleted and its program built from source again, never
+handed to the driver.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import hashlib
 import math
 import os
 import random
+import shutil
 import sqlite3
 import tempfile
 import threading
@@ -121,6 +127,13 @@ _COLUMNS = {
 }
 _TABLES = ("device_figures", "device_unusable", "program_binaries", "find_db", "calibration",
            "perf_db")
+#: Cache directories that cannot be used -> the temporary directory standing in for each
+#: in this process (see Store._use_temporary).
+_TEMPORARY: dict[Path, Path] = {}
+_TEMPORARY_LOCK = threading.Lock()
+_DIGEST_BYTES = 32     # the SHA-256 stored before each program binary
+
+
 def _is_busy(e: sqlite3.OperationalError) -> bool:
     text = str(e).lower()
     return "locked" in text or "busy" in text
@@ -182,6 +195,9 @@ class Store(Records):
         #: Bumped each time the file is replaced; a thread's connection to an older file is
         #: reopened (see _recover).
         self._generation = 0
+        #: The cache directory asked for, when it could not be used and a temporary one
+        #: stands in for it (else None).
+        self.fallback_from: Path | None = None
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> sqlite3.Connection:
@@ -215,15 +231,22 @@ class Store(Records):
         return None
 
     def _use_temporary(self, reason: str) -> None:
-        """Move this store to a new temporary directory, for the rest of the process."""
+        """Move this store to the temporary directory standing in for its cache directory
+        in this process (made, with a warning, by the first store that needs it; removed at
+        exit)."""
         was = self.cache_dir
-        self.cache_dir = Path(tempfile.mkdtemp(prefix="wticonv-cache-"))
-        self.path = self.cache_dir / "wticonv.sqlite"
+        with _TEMPORARY_LOCK:
+            tmp = _TEMPORARY.get(was)
+            if tmp is None:
+                tmp = _TEMPORARY[was] = Path(tempfile.mkdtemp(prefix="wticonv-cache-"))
+                atexit.register(shutil.rmtree, tmp, True)
+                warnings.warn(f"wticonv: the cache directory {was} cannot be used ({reason}); "
+                              f"using the temporary {tmp} for this process, whose kernels, "
+                              "measurements and records are not kept; set WTICONV_CACHE_DIR "
+                              "to a writable directory", stacklevel=5)
+        self.fallback_from, self.cache_dir = was, tmp
+        self.path = tmp / "wticonv.sqlite"
         self._initialised = False
-        warnings.warn(f"wticonv: the cache directory {was} cannot be used ({reason}); using "
-                      f"the temporary {self.cache_dir} for this process, whose kernels, "
-                      "measurements and records are not kept; set WTICONV_CACHE_DIR to a "
-                      "writable directory", stacklevel=5)
 
     def _recover(self, error: Exception) -> None:
         """The database turned out damaged: move it aside and start afresh (unless another
@@ -234,11 +257,16 @@ class Store(Records):
                 conn.close()
                 self._local.conn = None
             if getattr(self._local, "generation", None) == self._generation:
-                self._move_aside(error)
-                self._generation += 1
-                self._initialised = False
-                self._factors.clear()
-                self._perf.clear()
+                self._start_afresh(error)
+
+    def _start_afresh(self, error: Exception) -> None:
+        """Move the damaged file aside and have every thread open a new one (called with
+        the init lock held)."""
+        self._move_aside(error)
+        self._generation += 1
+        self._initialised = False
+        self._factors.clear()
+        self._perf.clear()
 
     def _open_checked(self) -> sqlite3.Connection:
         """Open (and on first use initialise) the database.
@@ -262,7 +290,7 @@ class Store(Records):
                                      "WTICONV_CACHE_DIR elsewhere") from None
                 time.sleep(0.02 + random.random() * 0.08)
             except sqlite3.DatabaseError as e:
-                self._move_aside(e)
+                self._start_afresh(e)
 
     def _open_and_init(self) -> sqlite3.Connection:
         conn = self._open()
@@ -409,16 +437,28 @@ class Store(Records):
 
     # --------------------------------------------------------------- program binaries
     def get_program_binary(self, device_key: str, digest: str) -> bytes | None:
-        """The stored binary of a program, or None."""
+        """The stored binary of a program, or None. A binary whose bytes no longer match
+        the SHA-256 stored with them (damaged on disk) is deleted with a warning and None
+        returned: a driver handed a damaged binary may crash the process."""
         row = self._connect().execute(
             "SELECT binary FROM program_binaries WHERE device_key = ? AND digest = ?",
             (device_key, digest)).fetchone()
-        return bytes(row[0]) if row else None
+        if not row:
+            return None
+        blob = bytes(row[0])
+        check, binary = blob[:_DIGEST_BYTES], blob[_DIGEST_BYTES:]
+        if not binary or hashlib.sha256(binary).digest() != check:
+            warnings.warn(f"wticonv: a stored program binary in {self.path} is damaged; "
+                          "deleted it, the program is built from source again", stacklevel=3)
+            self.delete_program_binary(device_key, digest)
+            return None
+        return binary
 
     def put_program_binary(self, device_key: str, digest: str, binary: bytes) -> None:
-        """Store a program binary."""
+        """Store a program binary, with the SHA-256 of its bytes (checked on reading)."""
+        blob = hashlib.sha256(binary).digest() + bytes(binary)
         self._write("INSERT OR REPLACE INTO program_binaries VALUES (?, ?, ?, ?)",
-                    (device_key, digest, sqlite3.Binary(binary), time.time()))
+                    (device_key, digest, sqlite3.Binary(blob), time.time()))
 
     def delete_program_binary(self, device_key: str, digest: str) -> None:
         """Forget a program binary (used when a stored binary no longer loads)."""

@@ -12,7 +12,7 @@ import pyopencl as cl
 from .. import __version__
 from ..bench import measure, parse_directions, run_bench
 from ..driver import parse_driver_args
-from ..errors import (DriverArgsError, KernelBuildError, ProblemError, WticonvError,
+from ..errors import (DriverArgsError, KernelBuildError, ProblemError, StoreError, WticonvError,
                       one_line)
 from ..handle import Handle
 from ..keys import parse_key
@@ -358,9 +358,18 @@ def cache(clear: bool, as_json: bool) -> int:
     from ..store import Store
 
     store = Store()
+    tables = store.summary()          # opens the database (or falls back to a temporary one)
+    if store.fallback_from is not None:
+        if clear:
+            raise StoreError(f"the cache directory {store.fallback_from} cannot be used "
+                             "(see the warning above): nothing was cleared; delete "
+                             f"{store.fallback_from / 'wticonv.sqlite'} by hand if you can")
+        click.echo(f"the cache directory {store.fallback_from} cannot be used; this "
+                   "process uses a temporary one:", err=True)
     if clear:
         store.clear()
-    info = {"path": str(store.path), "tables": store.summary()}
+        tables = store.summary()
+    info = {"path": str(store.path), "tables": tables}
     if as_json:
         _emit_json(info)
     else:
