@@ -216,3 +216,54 @@ def test_calibrate_measures_the_probes_and_stores_factors(own_handle, monkeypatc
         {sid: f for sid, (f, _) in factors.items()})
     sel = own_handle.select(small[0])
     assert any(v.wti_source == "calibrated" for v in sel.candidates)
+
+
+def test_cli_calibrate_writes_every_probe_measurement_to_csv(own_store, monkeypatch, capsys,
+                                                             tmp_path):
+    import csv as csvmod
+
+    from wticonv import calibrate as cal
+    from wticonv.cli import main
+
+    small = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
+             for d in ("fwd", "bwd", "wrw")]
+    monkeypatch.setattr(cal, "_probes", lambda n: small)
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
+    out = tmp_path / "probes.csv"
+    assert main(["calibrate", "--json", "--csv", str(out)]) == 0
+    factors = json.loads(capsys.readouterr().out)["factors"]
+    rows = list(csvmod.DictReader(out.open()))
+    assert {r["problem"] for r in rows} == {p.key for p in small}
+    assert all(r["direction"] == keys_direction(r["problem"]) for r in rows)
+    naive = [float(r["predicted_ms"]) / float(r["measured_ms"])
+             for r in rows if r["solver"] == "direct.naive"]
+    assert len(naive) == 3 and all(x > 0 for x in naive)
+    # the stored all-directions factor is the median of the CSV's predicted / measured
+    assert factors["direct.naive"]["factor"] == pytest.approx(sorted(naive)[1], rel=1e-4)
+    assert main(["calibrate", "--csv", str(tmp_path / "no" / "such.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def keys_direction(key: str) -> str:
+    from wticonv import keys
+
+    return keys.parse_key(key).direction
+
+
+def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch):
+    h = own_handle
+    order = []
+    real_run = h.run
+
+    def run(problem, tensors, selection=None, **kw):
+        out = real_run(problem, tensors, selection=selection, **kw)
+        order.append(out.solver_id)
+        return out
+
+    monkeypatch.setattr(h, "run", run)
+    results = find(h, P, iterations=3, time_cap_ms=1e6, record=False, search=False)
+    ran = [r.solver_id for r in results if r.time_ms is not None]
+    assert len(ran) >= 3 and all(r.runs == 3 for r in results if r.time_ms is not None)
+    warmups, timed = order[:len(ran)], order[len(ran):]
+    assert sorted(warmups) == sorted(ran)            # every solver warmed up first
+    assert timed == warmups * 3                      # then one run of each per round

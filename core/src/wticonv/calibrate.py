@@ -30,7 +30,7 @@ import statistics
 from .errors import WticonvError
 from .problem import ConvProblem
 
-__all__ = ["PROBES", "SHRINK_PROBES", "calibrate", "apply_factors"]
+__all__ = ["PROBES", "SHRINK_PROBES", "calibrate", "fit_factors", "apply_factors"]
 
 
 def _probes(n: int) -> list[ConvProblem]:
@@ -62,12 +62,13 @@ SHRINK_PROBES = 2
 
 
 def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.0,
-              progress=None) -> dict[str, tuple[float, int]]:
+              progress=None, measurements: list | None = None) -> dict[str, tuple[float, int]]:
     """Measure every applicable solver on the probe problems at batch size ``n`` and store
     each solver's factors (predicted / measured time) for ``handle``'s device.
 
     Each solver's time on a probe is the median of ``iterations`` timed runs (after a
-    warm-up; fewer once ``time_cap_ms`` of kernel time is spent), the statistic find mode
+    warm-up; fewer once ``time_cap_ms`` of kernel time is spent; the solvers' runs
+    interleaved, :func:`wticonv.find.timed_together`), the statistic find mode
     and :mod:`wticonv.evaluate` judge by. A solver's all-directions factor is the median
     over every probe it ran; its factor for a direction is the median over that
     direction's probes, shrunk towards the all-directions one (:data:`SHRINK_PROBES`):
@@ -75,12 +76,15 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
 
     Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
     ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
-    ``progress`` is called with (index, count, problem) before each probe.
+    ``progress`` is called with (index, count, problem) before each probe. When
+    ``measurements`` is a list, one ``(problem, solver_id, raw predicted ms, measured ms)``
+    tuple per probe run is appended to it (``wticonv calibrate --csv`` writes them, so
+    that a model change can be replayed offline against what the device measured).
     """
-    from .find import problem_tensors, timed
+    from .find import timed_together
     from .selection import select
 
-    ratios: dict[str, list[float]] = {}
+    runs: list = []
     probes = _probes(n)
     for i, p in enumerate(probes):
         if progress is not None:
@@ -90,17 +94,31 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
                            calibrated=False)
             predicted = {v.solver_id: v.predicted_ms for v in model.verdicts
                          if v.applicable and v.predicted_ms}
-            with problem_tensors(handle, p) as tensors:
-                for sid, pred in predicted.items():
-                    try:
-                        t = timed(handle, p, iterations, time_cap_ms, None, sid, None,
-                                  tensors)[0]
-                    except WticonvError:
-                        continue
-                    ratios.setdefault(sid, []).append(pred / t)
-                    ratios.setdefault(f"{sid}@{p.direction}", []).append(pred / t)
+            timings = timed_together(handle, p, iterations, time_cap_ms, None,
+                                     dict.fromkeys(predicted))
+            runs.extend((p, sid, predicted[sid], t[0]) for sid, t in timings.items()
+                        if not isinstance(t, WticonvError))
         except WticonvError:
             continue
+    if measurements is not None:
+        measurements.extend(runs)
+    factors = fit_factors(runs)
+    handle.device.store.put_calibration(
+        handle.device.key,
+        [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
+         for key, (f, k) in factors.items()])
+    handle.forget_selections()
+    return factors
+
+
+def fit_factors(runs) -> dict[str, tuple[float, int]]:
+    """The factors of probe ``runs`` (``(problem, solver_id, predicted, measured)`` tuples,
+    either time unit): ``{key: (factor, probes)}`` as :func:`calibrate` describes (median
+    predicted / measured per solver, and per solver and direction shrunk towards it)."""
+    ratios: dict[str, list[float]] = {}
+    for p, sid, pred, t in runs:
+        ratios.setdefault(sid, []).append(pred / t)
+        ratios.setdefault(f"{sid}@{p.direction}", []).append(pred / t)
     factors = {key: (statistics.median(xs), len(xs)) for key, xs in sorted(ratios.items())}
     for key, (f, k) in factors.items():
         if "@" in key:
@@ -108,11 +126,6 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
             f = math.exp((k * math.log(f) + SHRINK_PROBES * math.log(f_all))
                          / (k + SHRINK_PROBES))
             factors[key] = (f, k)
-    handle.device.store.put_calibration(
-        handle.device.key,
-        [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
-         for key, (f, k) in factors.items()])
-    handle.forget_selections()
     return factors
 
 

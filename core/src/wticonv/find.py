@@ -2,9 +2,10 @@
 
 Where immediate mode predicts (each solver's WTI), find mode measures: every installed
 solver that applies (dynamic or not) runs the problem on random data, one warm-up run and
-then up to ``iterations`` timed runs (kernel time, OpenCL profiling events), stopping early
-once a solver has used ``time_cap_ms`` so that a very slow solver is cut short rather than
-skipped. Tunable solvers are first tuned (every perf config they offer is timed and the
+then up to ``iterations`` timed runs (kernel time, OpenCL profiling events; the solvers'
+runs interleaved, one of each per round, so that a drifting machine speed slows them
+alike), stopping early once a solver has used ``time_cap_ms`` so that a very slow solver
+is cut short rather than skipped. Tunable solvers are first tuned (every perf config they offer is timed and the
 fastest stored in the perf-db, :mod:`wticonv.tune`) unless ``search=False``; each solver is
 then timed with the perf config immediate mode would give it. The median of its timed runs
 is recorded in the find-db (the ``find_db`` table of :class:`~wticonv.store.Store`), keyed
@@ -31,8 +32,8 @@ from .errors import WticonvError
 from .problem import ConvProblem
 from .tensors import ConvTensors
 
-__all__ = ["FindResult", "find", "timed", "problem_tensors", "apply_records", "check_limits", "DEFAULT_ITERATIONS",
-           "DEFAULT_TIME_CAP_MS"]
+__all__ = ["FindResult", "find", "timed", "timed_together", "problem_tensors", "apply_records",
+           "check_limits", "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
 
 #: Timed runs per solver after the warm-up (fewer when the time cap is reached).
 DEFAULT_ITERATIONS = 5
@@ -128,18 +129,57 @@ def timed(handle, problem: ConvProblem, iterations: int, time_cap_ms: float,
     cut short by the cap; workspace bytes; perf config used). Raises as
     :meth:`Handle.select` and :meth:`Handle.run`.
     """
+    out = timed_together(handle, problem, iterations, time_cap_ms, workspace_limit,
+                         {solver: perf_config}, tensors, statistic)[solver]
+    if isinstance(out, WticonvError):
+        raise out
+    return out
+
+
+def timed_together(handle, problem: ConvProblem, iterations: int, time_cap_ms: float,
+                   workspace_limit: int | None, solvers: dict[str, str | None],
+                   tensors: ConvTensors | None = None, statistic=statistics.median
+                   ) -> dict[str, tuple[float, int, bool, int, str | None] | WticonvError]:
+    """Time several solvers (each forced, with its perf config from ``solvers``, a
+    ``{solver id: perf config or None}`` dict) on ``problem`` as :func:`timed` does, their
+    timed runs interleaved: one run of each solver per round, for up to ``iterations``
+    rounds, a solver leaving once it has used ``time_cap_ms``. A machine whose speed
+    drifts (a shared CPU, a GPU changing clocks) then slows every solver's runs alike,
+    instead of one solver's runs all at once.
+
+    Returns ``{solver id: the tuple timed returns, or the WticonvError it raised}``.
+    """
     if tensors is None:
         with problem_tensors(handle, problem) as t:
-            return timed(handle, problem, iterations, time_cap_ms, workspace_limit, solver,
-                         perf_config, t, statistic)
-    sel = handle.select(problem, workspace_limit, solver, perf_config)
-    first = handle.run(problem, tensors, selection=sel)
-    sel = first.selection_used()
-    times: list[float] = []
-    while len(times) < iterations and (not times or sum(times) < time_cap_ms):
-        times.append(handle.run(problem, tensors, selection=sel).kernel_ms)
-    return (statistic(times), len(times), len(times) < iterations, first.workspace,
-            first.verdict.perf_config if first.verdict is not None else perf_config)
+            return timed_together(handle, problem, iterations, time_cap_ms, workspace_limit,
+                                  solvers, t, statistic)
+    out: dict = {}
+    runs: dict[str, tuple] = {}
+    for sid, config in solvers.items():     # warm-up: kernel builds, first-use set-up
+        try:
+            sel = handle.select(problem, workspace_limit, sid, config)
+            first = handle.run(problem, tensors, selection=sel)
+            runs[sid] = (first.selection_used(), first, [])
+        except WticonvError as e:
+            out[sid] = e
+    active = list(runs)
+    while active:
+        for sid in list(active):
+            sel, first, times = runs[sid]
+            try:
+                times.append(handle.run(problem, tensors, selection=sel).kernel_ms)
+            except WticonvError as e:
+                out[sid] = e
+                active.remove(sid)
+                continue
+            if len(times) >= iterations or sum(times) >= time_cap_ms:
+                active.remove(sid)
+    for sid, (sel, first, times) in runs.items():
+        if sid not in out:
+            out[sid] = (statistic(times), len(times), len(times) < iterations,
+                        first.workspace, first.verdict.perf_config
+                        if first.verdict is not None else solvers[sid])
+    return {sid: out[sid] for sid in solvers}
 
 
 def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
@@ -182,14 +222,16 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
                 tuned = {t.solver_id: t for t in tune(handle, problem, workspace_limit,
                                                       iterations, time_cap_ms, record=record,
                                                       tensors=tensors) if t.best_config}
+            configs = {r.solver_id: tuned[r.solver_id].best_config
+                       if r.solver_id in tuned else None for r in results}
+            timings = timed_together(handle, problem, iterations, time_cap_ms,
+                                     workspace_limit, configs, tensors)
             for r in results:
-                config = tuned[r.solver_id].best_config if r.solver_id in tuned else None
-                try:
-                    r.time_ms, r.runs, r.capped, r.workspace, r.perf_config = timed(
-                        handle, problem, iterations, time_cap_ms, workspace_limit,
-                        r.solver_id, config, tensors)
-                except WticonvError as e:
-                    r.reason = str(e).splitlines()[0]
+                t = timings[r.solver_id]
+                if isinstance(t, WticonvError):
+                    r.reason = str(t).splitlines()[0]
+                else:
+                    r.time_ms, r.runs, r.capped, r.workspace, r.perf_config = t
     except WticonvError as e:           # the tensors themselves do not fit
         for r in results:
             r.reason = str(e).splitlines()[0]

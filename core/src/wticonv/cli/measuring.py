@@ -54,6 +54,18 @@ def _writable(path: str | None, what: str, suffixes: tuple[str, ...] = ()) -> No
                                  param_hint=what)
 
 
+def _write_probe_csv(path: str, measured: list) -> None:
+    """Write calibration probe measurements (problem, solver, raw predicted ms, measured
+    ms) as CSV, the columns of ``evaluate --csv`` that apply."""
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms"])
+        for p, sid, pred, t in measured:
+            w.writerow([p.key, p.direction, sid, f"{pred:.6g}", f"{t:.6g}"])
+
+
 @cli.command(context_settings=_PASSTHROUGH)
 @_trace_option
 @_json_option
@@ -164,7 +176,10 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 @_device_option
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=4, show_default=True,
               help="Batch size of the probe problems.")
-def calibrate(as_json, device, n) -> int:
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, writable=True),
+              help="Also write every probe measurement (problem, direction, solver, raw "
+                   "predicted and measured ms) to this CSV file.")
+def calibrate(as_json, device, n, csv_path) -> int:
     """Fit per-device corrections to the solvers' WTI models (seconds to a minute).
 
     Every applicable solver runs on 33 probe problems (11 kinds of layer from ResNet-50,
@@ -174,13 +189,17 @@ def calibrate(as_json, device, n) -> int:
     """
     from ..calibrate import calibrate as run_calibration
 
+    _writable(csv_path, "--csv")
     handle = _handle(device)
 
     def progress(i, count, p):
         if not as_json:
             print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
 
-    factors = run_calibration(handle, n, progress=progress)
+    measured: list = []
+    factors = run_calibration(handle, n, progress=progress, measurements=measured)
+    if csv_path:
+        _write_probe_csv(csv_path, measured)
     if as_json:
         _emit_json({"device": handle.device.info.name,
                     "factors": {sid: {"factor": f, "probes": k}
