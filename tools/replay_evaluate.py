@@ -10,10 +10,9 @@ scores each choice by the measured times, as ``wticonv evaluate`` does.
 
     python tools/replay_evaluate.py --calibration cal.csv evaluate-inception3-n32-h200.csv
 
-A replay is exact while a model change leaves the measured solvers' kernels as they were.
-A change that makes a tunable solver pick another perf config by default is replayed with
-the time measured for the old default (``--tune`` JSON files from ``wticonv tune --json``
-give the times of the other perf configs of direct.tiled where they were measured).
+A replay is exact while a model change leaves the measured solvers' kernels as they were;
+a change that makes a tunable solver pick another perf config by default is replayed with
+the time measured for the old default, so such changes need a real evaluation.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import json
 import statistics
 import sys
 
@@ -52,18 +50,6 @@ def _read(path):
         return list(csv.DictReader(f))
 
 
-def _tiled_times(paths):
-    """``{problem key: {perf config: ms}}`` of direct.tiled from ``wticonv tune --json``."""
-    out = {}
-    for path in paths:
-        with open(path) as f:
-            for t in json.load(f)["tunes"]:
-                for r in t["results"]:
-                    if r["solver_id"] == "direct.tiled":
-                        out[t["problem"]] = r["times"]
-    return out
-
-
 def raw_predictions(registry, device, problem):
     """``{solver id: raw predicted ms}`` of the solvers immediate mode could choose."""
     sel = select(registry, problem, device, measured=False, calibrated=False)
@@ -71,7 +57,7 @@ def raw_predictions(registry, device, problem):
             if v.applicable and v.predicted_ms}
 
 
-def replay(registry, device, cal_rows, eval_rows, tiled=None, verbose=False, label=""):
+def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
     """Refit the factors from ``cal_rows``, choose for every case of ``eval_rows`` and
     return ``(share within 10 %, mean slowdown, misses)``; misses are ``(slowdown,
     problem key, chosen, fastest)``."""
@@ -91,14 +77,6 @@ def replay(registry, device, cal_rows, eval_rows, tiled=None, verbose=False, lab
         p = keys.parse_key(key)
         chosen = select(registry, p, device, measured=False).solver_id
         t = times.get(chosen)
-        if chosen == "direct.tiled" and tiled and key in tiled:
-            from wticonv_direct import tiled_configs, tiled_plan
-
-            plan = tiled_plan.plan(p, device.kind, device.info.compute_units, None,
-                                   device.peak_flops, device.bandwidth)
-            name = next((c for c in tiled[key]
-                         if tiled_configs.config_plan(p, device.kind, c) == plan), None)
-            t = tiled[key].get(name, t)
         if t is None:
             continue
         best = min(min(times.values()), t)
@@ -125,16 +103,14 @@ def main(argv=None) -> int:
                     help="default: 132 for gpu (H200), 2 for cpu")
     ap.add_argument("--peak", type=float, default=None, help="FP32 FLOP/s (default H200's)")
     ap.add_argument("--bandwidth", type=float, default=None, help="bytes/s")
-    ap.add_argument("--tune", nargs="*", default=[], help="tune --json files")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
     args = ap.parse_args(argv)
     registry = SolverRegistry()
     device = RecordingDevice(args.kind, compute_units=args.compute_units,
                              peak_flops=args.peak, bandwidth=args.bandwidth)
     cal = _read(args.calibration)
-    tiled = _tiled_times(args.tune)
     for path in args.evaluations:
-        replay(registry, device, cal, _read(path), tiled, args.verbose, label=path)
+        replay(registry, device, cal, _read(path), args.verbose, label=path)
     return 0
 
 
