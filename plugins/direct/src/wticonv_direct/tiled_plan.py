@@ -219,16 +219,21 @@ class _GpuCost:
     __slots__ = ("variant", "blocks", "padded_flops", "traffic_bytes", "reduction", "splits",
                  "phases", "n_launches")
 
-    def __init__(self, p, tile: GpuTile, splits: int, lens: dict) -> None:
+    def __init__(self, p, tile: GpuTile, splits: int, lens: dict,
+                 unsplit: _GpuCost | None = None) -> None:
         mps = maps(p)
         self.variant, self.splits, self.phases = tile.name, splits, len(mps)
-        self.blocks, self.padded_flops, self.reduction = 0, 0.0, 0
-        for mp in mps:
-            nm, npos = -(-mp.M // tile.mwg), -(-mp.P // tile.nwg)
-            self.blocks = max(self.blocks, nm * npos * mp.G * splits)
-            self.padded_flops += (2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg)
-                                  * _up(mp.Q, tile.kwg) * mp.G)
-            self.reduction = max(self.reduction, mp.Q)
+        if unsplit is not None:  # the same tile unsplit: only the grid and traffic change
+            self.blocks = unsplit.blocks * splits
+            self.padded_flops, self.reduction = unsplit.padded_flops, unsplit.reduction
+        else:
+            self.blocks, self.padded_flops, self.reduction = 0, 0.0, 0
+            for mp in mps:
+                nm, npos = -(-mp.M // tile.mwg), -(-mp.P // tile.nwg)
+                self.blocks = max(self.blocks, nm * npos * mp.G * splits)
+                self.padded_flops += (2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg)
+                                      * _up(mp.Q, tile.kwg) * mp.G)
+                self.reduction = max(self.reduction, mp.Q)
         out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
         ws = 4 * lens[out] * splits if splits > 1 else 0
         self.traffic_bytes = 4 * sum(lens.values()) + 2 * ws
@@ -414,7 +419,7 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
         # dx-sized slice; ResNet-50's stride-2 bwd ran 1.5-2.9x slower split (H200, N=32).
         splits = _split_for(base.blocks, base.reduction, compute_units, most)
         if splits > 1 and base.phases == 1:
-            candidates.append((tile, splits, _GpuCost(p, tile, splits, lens)))
+            candidates.append((tile, splits, _GpuCost(p, tile, splits, lens, base)))
     for tile, splits, cand in candidates:
         t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
         if t < best_t:

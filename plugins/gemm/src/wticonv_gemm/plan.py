@@ -59,6 +59,8 @@ def im2col_layout(p, kind: str, compute_units: int, room: int) -> tuple[int, int
     when not even one image fits. Deterministic: the workspace size it returns, given
     back as ``room``, gives the same layout."""
     lo, hi = 0, min(p.n, room // col_bytes_per_image(p), _INT32 // (p.ho * p.wo))
+    if kind == "cpu" or p.direction != "wrw":  # no split-K: hi column buffers fit
+        lo = hi
     while lo < hi:  # the total grows with the chunk: binary search for the largest fit
         mid = (lo + hi + 1) // 2
         if _total_bytes(p, kind, compute_units, mid) <= room:

@@ -205,6 +205,10 @@ def workspace_layout(p, v: Variant, kind: str, cu: int, room: int) -> Layout | N
     th, tw = geo.tiles(v)
     hi = min(p.n, _INT32 // max(1, th * tw))
     lo = 0
+    if kind == "cpu" or p.direction != "wrw":  # no split-K: the bytes grow with the chunk
+        whole = _layout(p, v, geo, hi, kind, cu)
+        if hi and whole.bytes <= room:
+            return whole
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if _layout(p, v, geo, mid, kind, cu).bytes <= room:
