@@ -239,6 +239,15 @@ class SolverRegistry:
         the cost: selection makes some 20 such calls per new problem)."""
         if hook in hookspecs.PERF_CONFIG_HOOKS:
             kwargs.setdefault("perf_config", None)
+        caller = self.caller(solver_id, hook)
+        if type(caller) is tuple:
+            fn, names = caller
+            return fn(*[kwargs[n] for n in names])
+        return caller(**kwargs)
+
+    def caller(self, solver_id: str, hook: str) -> Any:
+        """What :meth:`call` calls for ``hook`` of one solver: ``(method, names of its
+        arguments)`` where it calls the solver directly, else pluggy's hook caller."""
         caller = self._callers.get((solver_id, hook))
         if caller is None:
             self.get(solver_id)
@@ -249,10 +258,7 @@ class SolverRegistry:
                     and not (impls[0].hookwrapper or impls[0].wrapper)):
                 caller = (impls[0].function, impls[0].argnames)
             self._callers[(solver_id, hook)] = caller
-        if type(caller) is tuple:
-            fn, names = caller
-            return fn(*[kwargs[n] for n in names])
-        return caller(**kwargs)
+        return caller
 
     def register_wrapper(self, plugin: Any, name: str | None = None) -> None:
         """Register a non-solver plugin (e.g. a ``run`` hookwrapper for tracing)."""

@@ -152,6 +152,18 @@ class ConvProblem:
                     f"the padded input is only {size + 2 * pad} ({axis}={size}, "
                     f"pad_{axis}={pad}); enlarge the padding or shrink the filter")
 
+    def __hash__(self) -> int:
+        # The dataclass's hash of the fields, computed once: the solvers' plan caches are
+        # keyed on the problem, and ranking a new one looks it up some 20 times.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(tuple(getattr(self, f) for f in _FIELD_NAMES))
+        return h
+
+    def __getstate__(self) -> dict:
+        # str hashes differ between processes: a pickled problem recomputes its hash.
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     # ----------------------------------------------------------------- derived sizes
     @functools.cached_property
     def ho(self) -> int:
@@ -234,3 +246,6 @@ class ConvProblem:
         if self.groups != 1:
             text += f" groups {self.groups}"
         return text
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(ConvProblem))

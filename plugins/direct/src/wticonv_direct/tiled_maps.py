@@ -7,6 +7,7 @@ stride phase. Planning (tiled_plan.py) reads them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -58,6 +59,17 @@ class Maps:
     o_0: int
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(Maps))
+
+
+def _new_maps(*values) -> Maps:
+    """``Maps(*values)`` without the frozen dataclass's 34 ``__setattr__`` calls (a third
+    of the time: selection plans every new problem's maps)."""
+    mp = object.__new__(Maps)
+    mp.__dict__.update(zip(_FIELDS, values, strict=True))
+    return mp
+
+
 def _bwd_taps(phase: int, pad: int, stride: int, dil: int, taps: int):
     """Filter taps r = r0 + t*step that reach dx positions phase + i*stride, and the dy
     offset of tap t: oh = i + d0 + t*dq. Returns (count, d0, dq, r0, step)."""
@@ -81,17 +93,17 @@ def _maps(p) -> list[Maps]:
     cg, kg, g = p.c // p.groups, p.k // p.groups, p.groups
     rs, hw, ohw = p.r * p.s, p.h * p.w, p.ho * p.wo
     if p.direction == "fwd":
-        return [Maps("w", "x", "y", kg, p.n * ohw, p.ho, p.wo, cg * rs, p.r, p.s, g,
-                     kg * cg * rs, 0, cg * rs, rs, p.s, 1,
-                     p.h, p.w, cg * hw, p.c * hw, hw,
-                     p.stride_h, -p.pad_h, p.dilation_h, p.stride_w, -p.pad_w, p.dilation_w,
-                     kg * ohw, ohw, p.k * ohw, p.wo, 1, 0)]
+        return [_new_maps("w", "x", "y", kg, p.n * ohw, p.ho, p.wo, cg * rs, p.r, p.s, g,
+                          kg * cg * rs, 0, cg * rs, rs, p.s, 1,
+                          p.h, p.w, cg * hw, p.c * hw, hw,
+                          p.stride_h, -p.pad_h, p.dilation_h, p.stride_w, -p.pad_w, p.dilation_w,
+                          kg * ohw, ohw, p.k * ohw, p.wo, 1, 0)]
     if p.direction == "wrw":
-        return [Maps("y", "x", "w", kg, cg * rs, p.r, p.s, p.n * ohw, p.ho, p.wo, g,
-                     kg * ohw, 0, ohw, p.k * ohw, p.wo, 1,
-                     p.h, p.w, cg * hw, hw, p.c * hw,
-                     p.dilation_h, -p.pad_h, p.stride_h, p.dilation_w, -p.pad_w, p.stride_w,
-                     kg * cg * rs, cg * rs, rs, p.s, 1, 0)]
+        return [_new_maps("y", "x", "w", kg, cg * rs, p.r, p.s, p.n * ohw, p.ho, p.wo, g,
+                          kg * ohw, 0, ohw, p.k * ohw, p.wo, 1,
+                          p.h, p.w, cg * hw, hw, p.c * hw,
+                          p.dilation_h, -p.pad_h, p.stride_h, p.dilation_w, -p.pad_w, p.stride_w,
+                          kg * cg * rs, cg * rs, rs, p.s, 1, 0)]
     out = []
     for a in range(p.stride_h):
         hp_ = (p.h - a + p.stride_h - 1) // p.stride_h
@@ -103,11 +115,11 @@ def _maps(p) -> list[Maps]:
             if wp_ <= 0:
                 continue
             sv, dw0, dwq, s0, sstep = _bwd_taps(b, p.pad_w, p.stride_w, p.dilation_w, p.s)
-            out.append(Maps("w", "y", "x", cg, p.n * hp_ * wp_, hp_, wp_,
-                            kg * rv * sv, max(rv, 1), max(sv, 1), g,
-                            kg * cg * rs, r0 * p.s + s0, rs, cg * rs, rstep * p.s, sstep,
-                            p.ho, p.wo, kg * ohw, p.k * ohw, ohw,
-                            1, dh0, dhq, 1, dw0, dwq,
-                            cg * hw, hw, p.c * hw, p.stride_h * p.w, p.stride_w,
-                            a * p.w + b))
+            out.append(_new_maps("w", "y", "x", cg, p.n * hp_ * wp_, hp_, wp_,
+                                 kg * rv * sv, max(rv, 1), max(sv, 1), g,
+                                 kg * cg * rs, r0 * p.s + s0, rs, cg * rs, rstep * p.s, sstep,
+                                 p.ho, p.wo, kg * ohw, p.k * ohw, ohw,
+                                 1, dh0, dhq, 1, dw0, dwq,
+                                 cg * hw, hw, p.c * hw, p.stride_h * p.w, p.stride_w,
+                                 a * p.w + b))
     return out

@@ -211,6 +211,10 @@ def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
     return _finish(p, launches, splits, tile.name, blocks, flops, lens)
 
 
+#: The output tensor of each direction.
+_OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
+
+
 class _GpuCost:
     """What the WTI model reads of ``_gpu_plan(p, tile, splits, lens)`` (the same values),
     computed without building its launches: the planner costs every candidate this way
@@ -219,18 +223,24 @@ class _GpuCost:
     __slots__ = ("variant", "blocks", "padded_flops", "traffic_bytes", "reduction", "splits",
                  "phases", "n_launches")
 
-    def __init__(self, p, tile: GpuTile, splits: int, lens: dict) -> None:
+    def __init__(self, p, tile: GpuTile, splits: int, lens: dict,
+                 unsplit: _GpuCost | None = None) -> None:
         mps = maps(p)
         self.variant, self.splits, self.phases = tile.name, splits, len(mps)
-        self.blocks, self.padded_flops, self.reduction = 0, 0.0, 0
-        for mp in mps:
-            nm, npos = -(-mp.M // tile.mwg), -(-mp.P // tile.nwg)
-            self.blocks = max(self.blocks, nm * npos * mp.G * splits)
-            self.padded_flops += (2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg)
-                                  * _up(mp.Q, tile.kwg) * mp.G)
-            self.reduction = max(self.reduction, mp.Q)
-        out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
-        ws = 4 * lens[out] * splits if splits > 1 else 0
+        if unsplit is not None:  # the same tile unsplit: only the grid and traffic change
+            self.blocks = unsplit.blocks * splits
+            self.padded_flops, self.reduction = unsplit.padded_flops, unsplit.reduction
+        else:
+            blocks, flops, reduction = 0, 0.0, 0
+            mwg, nwg, kwg = tile.mwg, tile.nwg, tile.kwg
+            for mp in mps:
+                nm, npos = -(-mp.M // mwg), -(-mp.P // nwg)
+                blocks = max(blocks, nm * npos * mp.G * splits)
+                # nm * mwg = _up(M, mwg), as _gpu_plan counts them
+                flops += 2.0 * (nm * mwg) * (npos * nwg) * (-(-mp.Q // kwg) * kwg) * mp.G
+                reduction = max(reduction, mp.Q)
+            self.blocks, self.padded_flops, self.reduction = blocks, flops, reduction
+        ws = 4 * lens[_OUT[p.direction]] * splits if splits > 1 else 0
         self.traffic_bytes = 4 * sum(lens.values()) + 2 * ws
         self.n_launches = len(mps) + (splits > 1)
 
@@ -414,7 +424,7 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
         # dx-sized slice; ResNet-50's stride-2 bwd ran 1.5-2.9x slower split (H200, N=32).
         splits = _split_for(base.blocks, base.reduction, compute_units, most)
         if splits > 1 and base.phases == 1:
-            candidates.append((tile, splits, _GpuCost(p, tile, splits, lens)))
+            candidates.append((tile, splits, _GpuCost(p, tile, splits, lens, base)))
     for tile, splits, cand in candidates:
         t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
         if t < best_t:

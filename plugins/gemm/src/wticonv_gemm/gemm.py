@@ -15,6 +15,7 @@ allocating anything.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,20 +23,29 @@ import numpy as np
 from . import params
 
 __all__ = ["ColMap", "Operand", "GemmOp", "gemm_launch", "splitk_reduce_launch",
-           "gpu_splits"]
+           "gpu_splits", "most_gpu_splits"]
 
 _BIG = 2**31 - 1
 
 
-@dataclass(frozen=True)
+# ColMap, Operand and GemmOp fill their fields at once (``__dict__.update``) rather than
+# through the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, the
+# larger part of planning a GEMM): ranking a new problem plans several.
+
+
+@dataclass(frozen=True, init=False)
 class ColMap:
     """Offset of column n: ``(n // P)*ns + ((n % P) // Wo)*hs + ((n % P) % Wo)*ws``."""
 
-    P: int = _BIG
-    Wo: int = _BIG
-    ns: int = 0
-    hs: int = 0
-    ws: int = 1
+    P: int
+    Wo: int
+    ns: int
+    hs: int
+    ws: int
+
+    def __init__(self, P: int = _BIG, Wo: int = _BIG, ns: int = 0, hs: int = 0,
+                 ws: int = 1) -> None:
+        self.__dict__.update(P=P, Wo=Wo, ns=ns, hs=hs, ws=ws)
 
     @staticmethod
     def strided(ld: int) -> ColMap:
@@ -53,7 +63,10 @@ class ColMap:
                 np.int64(self.ws)]
 
 
-@dataclass(frozen=True)
+_DENSE = ColMap()
+
+
+@dataclass(frozen=True, init=False)
 class Operand:
     """Where an operand lives: buffer name and strides in elements.
 
@@ -62,16 +75,21 @@ class Operand:
     """
 
     buffer: str
-    off: int = 0
-    gs: int = 0
-    bs: int = 0
-    bs2: int = 0
-    ms: int = 0
-    ks: int = 0
-    cols: ColMap = ColMap()
+    off: int
+    gs: int
+    bs: int
+    bs2: int
+    ms: int
+    ks: int
+    cols: ColMap
+
+    def __init__(self, buffer: str, off: int = 0, gs: int = 0, bs: int = 0, bs2: int = 0,
+                 ms: int = 0, ks: int = 0, cols: ColMap = _DENSE) -> None:
+        self.__dict__.update(buffer=buffer, off=off, gs=gs, bs=bs, bs2=bs2, ms=ms, ks=ks,
+                             cols=cols)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GemmOp:
     """``C = A * B (+ C)`` for ``groups`` groups; sizes are Python ints."""
 
@@ -81,14 +99,20 @@ class GemmOp:
     a: Operand
     b: Operand
     c: Operand
-    groups: int = 1
-    nb: int = 1
-    nb2: int = 1
-    beta: int = 0
+    groups: int
+    nb: int
+    nb2: int
+    beta: int
     #: GPU split-K over the batch reduction: ``splits`` layers of work-groups, each summing
     #: ``ceil(nb / splits)`` batch terms into C + s * ``c_ss`` (partial sums).
-    splits: int = 1
-    c_ss: int = 0
+    splits: int
+    c_ss: int
+
+    def __init__(self, M: int, N: int, K: int, a: Operand, b: Operand, c: Operand,
+                 groups: int = 1, nb: int = 1, nb2: int = 1, beta: int = 0, splits: int = 1,
+                 c_ss: int = 0) -> None:
+        self.__dict__.update(M=M, N=N, K=K, a=a, b=b, c=c, groups=groups, nb=nb, nb2=nb2,
+                             beta=beta, splits=splits, c_ss=c_ss)
 
     @property
     def flops(self) -> int:
@@ -110,30 +134,55 @@ class GemmOp:
         }
 
 
-@dataclass(frozen=True)
 class Launch:
     """One kernel launch: which program (file + options), kernel, sizes, arguments, cost.
 
-    ``args`` holds NumPy scalars and buffer names (str), bound when enqueued. The cost
-    feeds the WTI model (wti.py): ``flops`` at ``efficiency`` x peak for GEMMs, ``bytes``
-    of memory traffic at the device's bandwidth, ``fixed_s`` seconds of per-work-item
-    set-up.
+    ``args`` holds NumPy scalars and buffer names (str), bound when enqueued. It may be
+    given as a function of no arguments that returns them: it is then called on the first
+    read of ``args`` (ranking a problem reads only the costs, so a plan's arguments are
+    built only when it runs). The cost feeds the WTI model (wti.py): ``flops`` at
+    ``efficiency`` x peak for GEMMs, ``bytes`` of memory traffic at the device's
+    bandwidth, ``fixed_s`` seconds of per-work-item set-up (beyond its FLOPs and bytes).
     """
 
-    source: str
-    options: str
-    kernel: str
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-    args: tuple
-    flops: int = 0
-    efficiency: float = 0.0
-    bytes: int = 0
-    #: Fixed time of the launch beyond its FLOPs and bytes, seconds (per-work-item set-up).
-    fixed_s: float = 0.0
+    __slots__ = ("source", "options", "kernel", "global_size", "local_size", "_args",
+                 "flops", "efficiency", "bytes", "fixed_s")
+
+    def __init__(self, source: str, options: str, kernel: str, global_size: tuple[int, ...],
+                 local_size: tuple[int, ...], args: tuple | Callable[[], tuple],
+                 flops: int = 0, efficiency: float = 0.0, bytes: int = 0,
+                 fixed_s: float = 0.0) -> None:
+        self.source, self.options, self.kernel = source, options, kernel
+        self.global_size, self.local_size, self._args = global_size, local_size, args
+        self.flops, self.efficiency, self.bytes, self.fixed_s = flops, efficiency, bytes, fixed_s
+
+    @property
+    def args(self) -> tuple:
+        """The kernel's arguments (built on first read when given as a function)."""
+        args = self._args
+        if callable(args):
+            args = self._args = args()
+        return args
+
+    def _fields(self) -> tuple:
+        return (self.source, self.options, self.kernel, self.global_size, self.local_size,
+                self.args, self.flops, self.efficiency, self.bytes, self.fixed_s)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Launch and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        names = ("source", "options", "kernel", "global_size", "local_size", "args", "flops",
+                 "efficiency", "bytes", "fixed_s")
+        return "Launch(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields())) + ")"
 
 
 def _check_int32(op: GemmOp) -> None:
+    if max(op.M, op.N, op.K, op.nb, op.nb2, op.groups) <= _BIG:
+        return
     for name in ("M", "N", "K", "nb", "nb2", "groups"):
         if getattr(op, name) > _BIG:
             raise ValueError(f"GEMM {name}={getattr(op, name)} exceeds a 32-bit kernel argument")
@@ -168,9 +217,39 @@ def _vec_aligned(op: GemmOp) -> bool:
             and all(v % 4 == 0 for v in strides))
 
 
+def _cpu_nt_args(op: GemmOp) -> tuple:
+    a, b, c, i64 = op.a, op.b, op.c, np.int64
+    return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), *b.cols.args(),
+            c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(), np.int32(op.beta))
+
+
+def _cpu_nn_args(op: GemmOp, b_len: int | None) -> tuple:
+    a, b, c, i64 = op.a, op.b, op.c, np.int64
+    if b_len is None:
+        b_len = op.max_offsets()["b"] + 1
+    return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
+            *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
+            *c.cols.args(), np.int32(op.beta))
+
+
+def _gpu_args(op: GemmOp, nbs: int) -> tuple:
+    a, b, c, i64 = op.a, op.b, op.c, np.int64
+    return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
+            *b.cols.args(), c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
+            np.int32(op.beta), np.int32(op.groups), np.int32(nbs), i64(op.c_ss))
+
+
+def _sizes(op: GemmOp) -> tuple:
+    return (np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2))
+
+
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
                 vector_width: int = 16) -> Launch:
-    """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``).
+    """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``); its arguments
+    are built when first read.
 
     ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads;
     ``vector_width`` is a CPU's preferred float vector width (see params.cpu_configs).
@@ -178,32 +257,22 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     _check_int32(op)
     if op.splits > 1 and kind == "cpu":
         raise ValueError("split-K is a GPU plan; CPU kernels reduce in one work-item")
-    a, b, c = op.a, op.b, op.c
-    i64 = np.int64
-    sizes = [np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2)]
+    a, b = op.a, op.b
     if kind == "cpu":
         nn_cfg, nt_cfg = params.cpu_configs(vector_width)
         if a.ks == 1 and b.ks == 1:
             cfg = nt_cfg
-            args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
-                    b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), *b.cols.args(),
-                    c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
-                    np.int32(op.beta))
             grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
-            return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nt", grid, (1, 1, 1), args,
+            return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nt", grid, (1, 1, 1),
+                          lambda: _cpu_nt_args(op),
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
                                                              compute_units, cfg),
                           _traffic(op), math.prod(grid) * params.CPU_NT_ITEM_S / compute_units)
         cfg = nn_cfg
-        if b_len is None:
-            b_len = op.max_offsets()["b"] + 1
-        args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
-                i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
-                *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
-                *c.cols.args(), np.int32(op.beta))
         grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
-        return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1), args,
+        return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1),
+                      lambda: _cpu_nn_args(op, b_len),
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
                                                          compute_units, contiguous, cfg),
                       _traffic(op), math.prod(grid) * params.CPU_NN_ITEM_S / compute_units)
@@ -211,17 +280,13 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     vec = cfg.vec_ok() and _vec_aligned(op)
     options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
     nbs = -(-op.nb // op.splits)
-    args = (*sizes, a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
-            i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
-            *b.cols.args(), c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
-            np.int32(op.beta), np.int32(op.groups), np.int32(nbs), i64(op.c_ss))
     grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
             op.groups * op.splits)
     mapped = b.cols.ns != 0 or b.cols.hs != 0      # pixels of pictures, not a dense matrix
     eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
                             compute_units, vec, mapped, b_kfast=b.ks == 1)
-    return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1), args,
-                  op.flops, eff, _traffic(op))
+    return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1),
+                  lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
 
 
 def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int) -> int:
@@ -236,11 +301,23 @@ def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int)
     return -(-nb // per)
 
 
+def most_gpu_splits(M: int, N: int, groups: int, compute_units: int) -> int:
+    """An upper bound on :func:`gpu_splits` over every K and nb: its split count is at most
+    ``ceil(2 x compute units / tiles)``, and no configuration has fewer tiles than the one
+    with the largest tile; 1 where even that fills the device. Lets a layout search take
+    its largest chunk at once when that chunk fits with this many partial sums."""
+    mwg = max(c.mwg for c in params.GPU_CONFIGS)
+    nwg = max(c.nwg for c in params.GPU_CONFIGS)
+    tiles = -(-M // mwg) * -(-N // nwg) * groups
+    return 1 if tiles >= 2 * compute_units else -(-2 * compute_units // tiles)
+
+
 def splitk_reduce_launch(part: str, part_off: int, c: str, count: int, splits: int,
                          beta: int, c_off: int = 0) -> Launch:
     """``c[c_off + i] (+)= sum_s part[part_off + s*count + i]`` (kernel splitk_reduce)."""
     local = 256
     return Launch("sgemm_gpu.cl", params.GPU_CONFIGS[0].options(True, False), "splitk_reduce",
                   (-(-count // local) * local,), (local,),
-                  (part, np.int64(part_off), c, np.int64(c_off), np.int64(count),
-                   np.int32(splits), np.int32(beta)), bytes=4 * count * (splits + 1 + beta))
+                  lambda: (part, np.int64(part_off), c, np.int64(c_off), np.int64(count),
+                           np.int32(splits), np.int32(beta)),
+                  bytes=4 * count * (splits + 1 + beta))

@@ -59,16 +59,22 @@ class GpuConfig:
     efficiency: float
 
     def options(self, a_kfast: bool, b_kfast: bool, vec: bool = False) -> str:
-        return (f"-DGEMM_MWG={self.mwg} -DGEMM_NWG={self.nwg} -DGEMM_KWG={self.kwg} "
-                f"-DGEMM_MDIMC={self.mdimc} -DGEMM_NDIMC={self.ndimc} "
-                f"-DGEMM_A_KFAST={int(a_kfast)} -DGEMM_B_KFAST={int(b_kfast)} "
-                f"-DGEMM_VEC={int(vec)}")
+        return _gpu_options(self, a_kfast, b_kfast, vec)
 
     def vec_ok(self) -> bool:
         """Whether the float4-load variant exists for this tile (loads divisible by 4)."""
         threads = self.mdimc * self.ndimc
         return (self.kwg % 4 == 0 and (self.mwg * self.kwg // threads) % 4 == 0
                 and (self.nwg * self.kwg // threads) % 4 == 0)
+
+
+@lru_cache(maxsize=64)
+def _gpu_options(cfg: GpuConfig, a_kfast: bool, b_kfast: bool, vec: bool) -> str:
+    """GpuConfig.options, formatted once per configuration and flags."""
+    return (f"-DGEMM_MWG={cfg.mwg} -DGEMM_NWG={cfg.nwg} -DGEMM_KWG={cfg.kwg} "
+            f"-DGEMM_MDIMC={cfg.mdimc} -DGEMM_NDIMC={cfg.ndimc} "
+            f"-DGEMM_A_KFAST={int(a_kfast)} -DGEMM_B_KFAST={int(b_kfast)} "
+            f"-DGEMM_VEC={int(vec)}")
 
 
 CPU_NN = CpuConfig(mr=12, nr=32, efficiency=0.75)

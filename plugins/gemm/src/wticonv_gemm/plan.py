@@ -21,10 +21,12 @@ Every size, offset and stride is a Python int (exact) and reaches the kernels as
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu_splits,
-                   splitk_reduce_launch)
+                   most_gpu_splits, splitk_reduce_launch)
 
 __all__ = ["col_bytes_per_image", "chunk_images", "plan_im2col", "plan_1x1", "IM2COL_LOCAL"]
 
@@ -59,6 +61,13 @@ def im2col_layout(p, kind: str, compute_units: int, room: int) -> tuple[int, int
     when not even one image fits. Deterministic: the workspace size it returns, given
     back as ``room``, gives the same layout."""
     lo, hi = 0, min(p.n, room // col_bytes_per_image(p), _INT32 // (p.ho * p.wo))
+    if kind == "cpu" or p.direction != "wrw":  # no split-K: hi column buffers fit
+        lo = hi
+    elif hi:  # every chunk the search would try fits with the most partial sums: take hi
+        kg, crs = p.k // p.groups, (p.c // p.groups) * p.r * p.s
+        s = most_gpu_splits(kg, crs, p.groups, compute_units)
+        if hi * col_bytes_per_image(p) + (s * p.k * crs * _F32 if s > 1 else 0) <= room:
+            lo = hi
     while lo < hi:  # the total grows with the chunk: binary search for the largest fit
         mid = (lo + hi + 1) // 2
         if _total_bytes(p, kind, compute_units, mid) <= room:
@@ -75,10 +84,12 @@ def chunk_images(p, workspace_bytes: int) -> int:
     return min(p.n, workspace_bytes // col_bytes_per_image(p))
 
 
-def _conv_args(p) -> list:
-    return [np.int32(v) for v in (p.c, p.h, p.w, p.r, p.s, p.ho, p.wo, p.pad_h, p.pad_w,
-                                  p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
-                                  p.groups)]
+def _chunk_args(p, src: str, dst: str, n0: int, nc: int) -> tuple:
+    """Arguments of im2col / col2im for images n0 .. n0 + nc - 1."""
+    return (src, dst, np.int32(n0), np.int32(nc),
+            *[np.int32(v) for v in (p.c, p.h, p.w, p.r, p.s, p.ho, p.wo, p.pad_h, p.pad_w,
+                                    p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+                                    p.groups)])
 
 
 def _round(n: int, m: int) -> int:
@@ -88,7 +99,7 @@ def _round(n: int, m: int) -> int:
 def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
     """Writes the chunk's column buffer, reads x (cost: both, once)."""
     rows = p.c * p.r * p.s  # G * Cg*R*S
-    args = ("x", "ws", np.int32(n0), np.int32(nc), *_conv_args(p))
+    args = partial(_chunk_args, p, "x", "ws", n0, nc)
     traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
     if kind == "cpu":
         return Launch("im2col.cl", "", "im2col_cpu", (nc, rows), (1, 1), args, bytes=traffic)
@@ -99,7 +110,7 @@ def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
 
 def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
     """Reads the chunk's column buffer, writes dx (cost: both, once)."""
-    args = ("ws", "x", np.int32(n0), np.int32(nc), *_conv_args(p))
+    args = partial(_chunk_args, p, "ws", "x", n0, nc)
     traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
     if kind == "cpu":
         return Launch("im2col.cl", "", "col2im_cpu", (nc, p.c), (1, 1), args, bytes=traffic)

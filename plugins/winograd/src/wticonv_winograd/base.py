@@ -69,6 +69,8 @@ class WinogradBase:
     solver_id = ""
     #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
+    #: The last :meth:`_layout` answer: ``(problem, device.info, kind, limit, answer)``.
+    _last = None
 
     def covers(self, problem):
         """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
@@ -76,7 +78,17 @@ class WinogradBase:
 
     def _layout(self, problem, device, workspace_limit):
         """``(variant, layout)``; ``(Decline, None)`` if not covered; layout None if not even
-        one image fits."""
+        one image fits. The last answer is kept: selection asks three hooks in a row about
+        the same problem (the same objects: ``device.info`` is immutable)."""
+        last = self._last
+        if (last is not None and last[0] is problem and last[1] is device.info
+                and last[2] == device.kind and last[3] == workspace_limit):
+            return last[4]
+        answer = self._layout_of(problem, device, workspace_limit)
+        self._last = (problem, device.info, device.kind, workspace_limit, answer)
+        return answer
+
+    def _layout_of(self, problem, device, workspace_limit):
         v = self.covers(problem)
         if isinstance(v, Decline):
             return v, None

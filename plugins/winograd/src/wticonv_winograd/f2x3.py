@@ -8,6 +8,8 @@ the error stays within 2e-5 (rms_range) on every network layer tested.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from wticonv import Decline
 
 from .base import WinogradBase
@@ -16,8 +18,10 @@ from .plan import Variant
 __all__ = ["F2x3Solver", "solver", "covers_3x3"]
 
 
+@lru_cache(maxsize=64)
 def _rxs_hint(problem) -> str:
-    """``"; winograd.rxs takes it"`` when it does, else ``""``."""
+    """``"; winograd.rxs takes it"`` when it does, else ``""`` (cached: f2x3, f4x3 and
+    fused_f2x3 decline the same problems one after another)."""
     from .rxs import solver as rxs
 
     return "" if isinstance(rxs.covers(problem), Decline) else "; winograd.rxs takes it"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from wticonv_gemm.gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu_splits,
-                               splitk_reduce_launch)
+                               most_gpu_splits, splitk_reduce_launch)
 
 from .transforms import winograd_transform
 
@@ -205,6 +205,16 @@ def workspace_layout(p, v: Variant, kind: str, cu: int, room: int) -> Layout | N
     th, tw = geo.tiles(v)
     hi = min(p.n, _INT32 // max(1, th * tw))
     lo = 0
+    if hi:
+        whole = _layout(p, v, geo, hi, kind, cu)
+        if kind == "cpu" or p.direction != "wrw":  # no split-K: the bytes grow with the chunk
+            if whole.bytes <= room:
+                return whole
+        else:  # every chunk the search would try fits with the most partial sums: take hi
+            s = most_gpu_splits(geo.O, len(geo.pieces) * geo.I, v.positions * geo.groups, cu)
+            du = v.positions * geo.groups * geo.O * len(geo.pieces) * geo.I
+            if (whole.part_off + (s * du if s > 1 else 0)) * _F32 <= room:
+                return whole
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if _layout(p, v, geo, mid, kind, cu).bytes <= room:
@@ -276,24 +286,26 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
         wgs = O * I * p.r * p.s
         out.append(Launch(_SRC, opts, "filter_transform",
                           (_round(O * I, local), P, G), (local, 1, 1),
-                          ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(G), i32(P),
-                           i32(p.r), i32(p.s), i64(wbase), i64(wgs), i64(so), i64(si),
-                           i64(sr), i64(ss), "pc"),
+                          lambda: ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(G),
+                                   i32(P), i32(p.r), i32(p.s), i64(wbase), i64(wgs), i64(so),
+                                   i64(si), i64(sr), i64(ss), "pc"),
                           bytes=cost * (G * O * I * p.r * p.s + A * G * O * PI)))
     for n0 in range(0, p.n, layout.nc):
         nc = min(layout.nc, p.n - n0)
         T = nc * th * tw
         out.append(Launch(_SRC, opts, "input_transform",
                           (_round(T, local), PI, G), (local, 1, 1),
-                          (src_in, "ws", i64(layout.v_off), i32(n0), i32(nc), i32(I), i32(G),
-                           i32(geo.H), i32(geo.W), i32(geo.hl), i32(geo.wl), i32(th),
-                           i32(tw), i32(P), i32(geo.sh), i32(geo.sw), "pc"),
+                          lambda n0=n0, nc=nc: (
+                              src_in, "ws", i64(layout.v_off), i32(n0), i32(nc), i32(I), i32(G),
+                              i32(geo.H), i32(geo.W), i32(geo.hl), i32(geo.wl), i32(th),
+                              i32(tw), i32(P), i32(geo.sh), i32(geo.sw), "pc"),
                           bytes=cost * (A * G * PI * T + nc * G * I * geo.H * geo.W)))
         if p.direction == "wrw":
             out.append(Launch(_SRC, opts, "grad_transform",
                               (_round(T, local), O, G), (local, 1, 1),
-                              ("y", "ws", i64(layout.m_off), i32(n0), i32(nc), i32(O), i32(G),
-                               i32(p.ho), i32(p.wo), i32(th), i32(tw)),
+                              lambda n0=n0, nc=nc: (
+                                  "y", "ws", i64(layout.m_off), i32(n0), i32(nc), i32(O),
+                                  i32(G), i32(p.ho), i32(p.wo), i32(th), i32(tw)),
                               bytes=cost * (A * G * O * T + nc * G * O * p.ho * p.wo)))
             # The reduction runs over the chunk's tiles, contiguous across its images; GPUs
             # cut it into batch terms of q images (for split-K), CPUs keep it whole.
@@ -325,14 +337,15 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
             out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
             out.append(Launch(_SRC, opts, "output_transform",
                               (_round(T, local), O, G), (local, 1, 1),
-                              ("ws", i64(layout.m_off), dst_out, i32(n0), i32(nc), i32(O),
-                               i32(G), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw)),
+                              lambda n0=n0, nc=nc: (
+                                  "ws", i64(layout.m_off), dst_out, i32(n0), i32(nc), i32(O),
+                                  i32(G), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw)),
                               bytes=cost * (A * G * O * T + nc * G * O * geo.Ho * geo.Wo)))
     if p.direction == "wrw":
         out.append(Launch(_SRC, opts, "filter_grad_transform",
                           (_round(O * I, local), P, G), (local, 1, 1),
-                          ("ws", i64(layout.du_off), "w", i32(O), i32(I), i32(G), i32(P),
-                           i32(p.r), i32(p.s), "pc"),
+                          lambda: ("ws", i64(layout.du_off), "w", i32(O), i32(I), i32(G),
+                                   i32(P), i32(p.r), i32(p.s), "pc"),
                           bytes=cost * (A * G * O * PI + G * O * I * p.r * p.s)))
     return out
 
