@@ -5,9 +5,9 @@
          + traffic / bandwidth                                            (compulsory traffic)
     WTI  = problem.flops / (peak x time)
 
-- fwd and bwd efficiency is scaled by Q / (Q + setup) for a reduction of Q indices
-  (:data:`SETUP_STEPS`: 32 on the CPU, 24 on the GPU): short reductions pay the block's
-  set-up and store.
+- efficiency is scaled by Q / (Q + setup) for a reduction of Q indices per block
+  (:data:`SETUP_STEPS`: 32 on the CPU, 24 on the GPU; :data:`DOT_SETUP_STEPS` for the
+  CPU's backward weights): short reductions pay the block's set-up and store.
 - ``padded_flops`` counts the multiply-adds of whole blocks (channels and positions
   rounded up to the block sizes), so small K or small pictures cost what the tail blocks
   waste; bwd sums its stride phases, which skip the taps that only meet zeros.
@@ -31,7 +31,7 @@ from wticonv import WTI_UNKNOWN
 
 from .programs import LAUNCH_OVERHEAD_S
 
-__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "plan_seconds", "wti"]
+__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "plan_seconds", "wti"]
 
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
@@ -59,6 +59,12 @@ SLOTS_PER_CU = {"64x64": 4, "64x128": 2, "64x128k8": 2, "128x128": 1, "16x256": 
 #: (2x too fast). GPU: fitted to ResNet-50's 1x1 layers with 64 channels at N=32 on the
 #: H200 (predicted 1.35x too fast without it; evaluate-resnet50-n32-h200.csv).
 SETUP_STEPS = {"cpu": 32, "gpu": 24}
+#: The same for the CPU backward-weights kernel (tiled_dot), whose blocks each reduce over
+#: N x Ho x Wo / splits: fitted to every split ``wticonv tune`` timed on ResNet-50's wrw
+#: layers at N=8 on the development machines' CPU (92 timings; mean |log(measured /
+#: predicted)| 0.15 with it, 0.21 without: 7x7 pictures, a reduction of 392 or less per
+#: block, ran 1.3-2x slower than predicted).
+DOT_SETUP_STEPS = 64
 
 
 def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
@@ -69,10 +75,9 @@ def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
     waves = -(-plan.blocks // slots)
     fill = plan.blocks / (waves * slots)
     eff = EFFICIENCY[(kind, plan.variant)] * fill
-    if plan.variant != "dot":
-        # a block's set-up (offsets, masks, the store) against its part of the reduction
-        q = plan.reduction / plan.splits
-        eff *= q / (q + SETUP_STEPS[kind])
+    # a block's set-up (offsets, masks, the store) against its part of the reduction
+    q = plan.reduction / plan.splits
+    eff *= q / (q + (DOT_SETUP_STEPS if plan.variant == "dot" else SETUP_STEPS[kind]))
     compute = plan.padded_flops / (peak_flops * eff) if plan.padded_flops > 0 else 0.0
     return (plan.n_launches * LAUNCH_OVERHEAD_S[kind] + compute
             + plan.traffic_bytes / bandwidth)

@@ -274,7 +274,8 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1),
                       lambda: _cpu_nn_args(op, b_len),
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
-                                                         compute_units, contiguous, cfg),
+                                                         compute_units, contiguous, cfg,
+                                                         scattered=op.c.cols.ws > 1),
                       _traffic(op), math.prod(grid) * params.CPU_NN_ITEM_S / compute_units)
     cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
     vec = cfg.vec_ok() and _vec_aligned(op)

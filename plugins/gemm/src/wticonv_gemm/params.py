@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
-           "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency"]
+           "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency",
+           "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR"]
 
 
 @dataclass(frozen=True)
@@ -153,15 +154,26 @@ def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
 CPU_GATHER_FACTOR = 0.16
 
 
+#: ... and its rate when C's columns are strided pixels (backward data of a strided 1x1
+#: convolution, stored element by element): gemm.1x1 backward data at stride 2 ran 1.2x
+#: slower against gemm.im2col (which stores a dense column buffer) than predicted, on
+#: ResNet-50's three such layers, in four evaluations at N=8 (PoCL, 2-core Zen 5).
+CPU_SCATTER_FACTOR = 0.8
+
+
 def cpu_nn_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
-                      contiguous: bool, cfg: CpuConfig = CPU_NN) -> float:
+                      contiguous: bool, cfg: CpuConfig = CPU_NN,
+                      scattered: bool = False) -> float:
     """Predicted fraction of peak of ``sgemm_nn``: ``CPU_NN.efficiency * util(M, mr) *
     util(N, 32) * fill * kfill``, times :data:`CPU_GATHER_FACTOR` when B's columns must be
-    gathered element by element (strided pixels, pictures under 16 pixels); fill = min(1,
+    gathered element by element (strided pixels, pictures under 16 pixels) and
+    :data:`CPU_SCATTER_FACTOR` when C's are ``scattered`` (strided pixels); fill = min(1,
     work-items / (4 x cores)); kfill = K / (K + 8) (the tile's start and its stores)."""
     items = -(-M // cfg.mr) * -(-N // cfg.nr) * groups
     fill = min(1.0, items / (4.0 * compute_units))
     gather = 1.0 if contiguous else CPU_GATHER_FACTOR
+    if scattered:
+        gather *= CPU_SCATTER_FACTOR
     return (cfg.efficiency * _util(M, cfg.mr) * _util(N, cfg.nr) * fill * K / (K + 8.0)
             * gather)
 
