@@ -101,8 +101,11 @@ def main(argv=None) -> int:
     ap.add_argument("--kind", choices=("gpu", "cpu"), default="gpu")
     ap.add_argument("--compute-units", type=int, default=None,
                     help="default: 132 for gpu (H200), 2 for cpu")
-    ap.add_argument("--peak", type=float, default=None, help="FP32 FLOP/s (default H200's)")
-    ap.add_argument("--bandwidth", type=float, default=None, help="bytes/s")
+    ap.add_argument("--peak", type=float, default=None,
+                    help="the measured device's FP32 FLOP/s, as `wticonv devices` shows it "
+                         "(default: an H200's; a CPU's differs from machine to machine)")
+    ap.add_argument("--bandwidth", type=float, default=None,
+                    help="the measured device's bytes/s, as `wticonv devices` shows it")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
     args = ap.parse_args(argv)
     registry = SolverRegistry()
