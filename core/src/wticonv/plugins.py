@@ -24,6 +24,7 @@ import time
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import importlib_metadata
@@ -35,6 +36,13 @@ from .errors import PluginError, SolverNotFoundError
 __all__ = ["SolverRegistry", "SolverEntry", "Quarantined", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "wticonv.solvers"
+#: The query hooks selection asks every solver, in order, with the arguments it passes
+#: (a prefix of ``problem, device, workspace_limit, perf_config``).
+QUERY_HOOKS = (("is_applicable", ("problem", "device", "workspace_limit")),
+               ("is_dynamic", ()),
+               ("workspace_size", ("problem", "device", "workspace_limit", "perf_config")),
+               ("get_wti", ("problem", "device", "workspace_limit", "perf_config")))
+_QUERY_ARGS = QUERY_HOOKS[2][1]
 _ID_RE = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+$")
 
 
@@ -259,6 +267,32 @@ class SolverRegistry:
                 caller = (impls[0].function, impls[0].argnames)
             self._callers[(solver_id, hook)] = caller
         return caller
+
+    def query_callers(self, solver_id: str) -> tuple:
+        """Functions ``f(problem, device, workspace_limit, perf_config)`` calling one
+        solver's :data:`QUERY_HOOKS` in their order, each as :meth:`call` would with the
+        hook's :data:`QUERY_HOOKS` arguments (selection asks every solver these four)."""
+        callers = self._callers.get((solver_id, "query"))
+        if callers is None:
+            callers = tuple(self._query_caller(solver_id, hook, names)
+                            for hook, names in QUERY_HOOKS)
+            self._callers[(solver_id, "query")] = callers
+        return callers
+
+    def _query_caller(self, solver_id: str, hook: str, names: tuple[str, ...]):
+        caller = self.caller(solver_id, hook)
+        if type(caller) is not tuple:
+            def through_call(*values):
+                return self.call(solver_id, hook, **dict(zip(names, values)))
+            return through_call
+        fn, wanted = caller  # names of the hookspec's arguments (pluggy checks them)
+        if not wanted:
+            return lambda *values: fn()
+        if len(wanted) == 1:
+            i = _QUERY_ARGS.index(wanted[0])
+            return lambda *values: fn(values[i])
+        pick = itemgetter(*(_QUERY_ARGS.index(n) for n in wanted))
+        return lambda *values: fn(*pick(values))
 
     def register_wrapper(self, plugin: Any, name: str | None = None) -> None:
         """Register a non-solver plugin (e.g. a ``run`` hookwrapper for tracing)."""

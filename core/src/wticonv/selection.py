@@ -167,10 +167,6 @@ def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, dev
         v.note = note
 
 
-_QUERY = ("problem", "device", "workspace_limit")
-_PERF_QUERY = (*_QUERY, "perf_config")
-
-
 def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: Device,
               workspace_limit: int | None, forced: bool,
               forced_config: str | None = None) -> Verdict:
@@ -179,36 +175,26 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
     if sid in registry.disabled and not forced:
         v.reason = "disabled (WTICONV_DISABLE_SOLVERS)"
         return v
-    kw = {"problem": problem, "device": device, "workspace_limit": workspace_limit}
-
-    def call(hook: str, names: tuple[str, ...]):
-        """``registry.call(sid, hook, **kw)`` with ``kw``'s ``names``; where the registry
-        calls the solver's method directly, without building keyword arguments."""
-        caller = registry.caller(sid, hook)
-        if type(caller) is tuple:
-            fn, wanted = caller
-            return fn(*[kw[n] for n in wanted])
-        return registry.call(sid, hook, **{n: kw[n] for n in names})
-
     hook = "is_applicable"
     try:
-        ok = call(hook, _QUERY)
+        # registry.call(sid, hook, ...) of each query hook, as positional calls
+        is_applicable, is_dynamic, workspace_size, get_wti = registry.query_callers(sid)
+        ok = is_applicable(problem, device, workspace_limit, None)
         if not ok:
             v.reason = (ok.reason if isinstance(ok, Decline) else "declined (no reason given)")
             return v
         hook = "is_dynamic"
-        v.dynamic = bool(call(hook, ()))
+        v.dynamic = bool(is_dynamic())
         if entry.tunable:
             hook = "perf_configs"
             _perf_config(registry, v, problem, device, workspace_limit, forced_config)
-        kw["perf_config"] = v.perf_config
         hook = "workspace_size"
-        ws = call(hook, _PERF_QUERY)
+        ws = workspace_size(problem, device, workspace_limit, v.perf_config)
         if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
             raise ValueError(f"workspace_size returned {ws!r}, not a non-negative int (bytes)")
         v.workspace = int(ws)
         hook = "get_wti"
-        wti = call(hook, _PERF_QUERY)
+        wti = get_wti(problem, device, workspace_limit, v.perf_config)
         if isinstance(wti, bool) or not isinstance(wti, (int, float)) or not math.isfinite(wti) \
                 or (wti < 0 and wti != WTI_UNKNOWN):
             raise ValueError(f"get_wti returned {wti!r}, not a finite WTI >= 0 or -2.0")

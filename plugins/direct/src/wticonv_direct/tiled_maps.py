@@ -82,24 +82,45 @@ def _bwd_taps(phase: int, pad: int, stride: int, dil: int, taps: int):
     return count, (phase + pad - r0 * dil) // stride, -(step * dil) // stride, r0, step
 
 
+#: Maps of one image per geometry (every field of the problem but N): see :func:`maps`.
+_ONE_IMAGE: dict[tuple, tuple[Maps, ...]] = {}
+
+
 @lru_cache(maxsize=4096)
 def maps(p) -> tuple[Maps, ...]:
     """The launches' index maps for problem ``p``: one for fwd and wrw, one per non-empty
-    stride phase for bwd (stride_h x stride_w at most). Cached per problem."""
-    return tuple(_maps(p))
+    stride phase for bwd (stride_h x stride_w at most). Cached per problem; a new batch
+    size of a known geometry copies the maps of one image, N times the one field that
+    counts images (P for fwd and bwd, Q for wrw: the same int :func:`_maps` computes)."""
+    key = (p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+           p.dilation_h, p.dilation_w, p.groups, p.direction)
+    one = _ONE_IMAGE.get(key)
+    if one is None:
+        if len(_ONE_IMAGE) >= 4096:
+            _ONE_IMAGE.clear()
+        one = _ONE_IMAGE[key] = tuple(_maps(p, 1))
+    field, n, out = "Q" if p.direction == "wrw" else "P", p.n, []
+    for mp in one:
+        new = object.__new__(Maps)
+        d = new.__dict__
+        d.update(mp.__dict__)
+        d[field] = n * d[field]
+        out.append(new)
+    return tuple(out)
 
 
-def _maps(p) -> list[Maps]:
+def _maps(p, n: int) -> list[Maps]:
+    """The maps of ``p`` with batch size ``n`` (every other size from ``p``)."""
     cg, kg, g = p.c // p.groups, p.k // p.groups, p.groups
     rs, hw, ohw = p.r * p.s, p.h * p.w, p.ho * p.wo
     if p.direction == "fwd":
-        return [_new_maps("w", "x", "y", kg, p.n * ohw, p.ho, p.wo, cg * rs, p.r, p.s, g,
+        return [_new_maps("w", "x", "y", kg, n * ohw, p.ho, p.wo, cg * rs, p.r, p.s, g,
                           kg * cg * rs, 0, cg * rs, rs, p.s, 1,
                           p.h, p.w, cg * hw, p.c * hw, hw,
                           p.stride_h, -p.pad_h, p.dilation_h, p.stride_w, -p.pad_w, p.dilation_w,
                           kg * ohw, ohw, p.k * ohw, p.wo, 1, 0)]
     if p.direction == "wrw":
-        return [_new_maps("y", "x", "w", kg, cg * rs, p.r, p.s, p.n * ohw, p.ho, p.wo, g,
+        return [_new_maps("y", "x", "w", kg, cg * rs, p.r, p.s, n * ohw, p.ho, p.wo, g,
                           kg * ohw, 0, ohw, p.k * ohw, p.wo, 1,
                           p.h, p.w, cg * hw, hw, p.c * hw,
                           p.dilation_h, -p.pad_h, p.stride_h, p.dilation_w, -p.pad_w, p.stride_w,
@@ -115,7 +136,7 @@ def _maps(p) -> list[Maps]:
             if wp_ <= 0:
                 continue
             sv, dw0, dwq, s0, sstep = _bwd_taps(b, p.pad_w, p.stride_w, p.dilation_w, p.s)
-            out.append(_new_maps("w", "y", "x", cg, p.n * hp_ * wp_, hp_, wp_,
+            out.append(_new_maps("w", "y", "x", cg, n * hp_ * wp_, hp_, wp_,
                                  kg * rv * sv, max(rv, 1), max(sv, 1), g,
                                  kg * cg * rs, r0 * p.s + s0, rs, cg * rs, rstep * p.s, sstep,
                                  p.ho, p.wo, kg * ohw, p.k * ohw, ohw,

@@ -215,31 +215,34 @@ def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
 _OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
 
 
+def _tile_cost(shapes: list, tile: GpuTile) -> tuple[int, float, int]:
+    """``(blocks, padded_flops, reduction)`` of ``_gpu_plan(p, tile, 1, lens)`` from the
+    ``(M, P, Q, G)`` of each of ``p``'s maps: a split into ``s`` parts has ``s`` times the
+    blocks and the same padded multiply-adds and reduction."""
+    blocks, flops, reduction = 0, 0.0, 0
+    mwg, nwg, kwg = tile.mwg, tile.nwg, tile.kwg
+    for m, pos, q, g in shapes:
+        nm, npos = -(-m // mwg), -(-pos // nwg)
+        blocks = max(blocks, nm * npos * g)
+        # nm * mwg = _up(M, mwg), as _gpu_plan counts them
+        flops += 2.0 * (nm * mwg) * (npos * nwg) * (-(-q // kwg) * kwg) * g
+        reduction = max(reduction, q)
+    return blocks, flops, reduction
+
+
 class _GpuCost:
     """What the WTI model reads of ``_gpu_plan(p, tile, splits, lens)`` (the same values),
-    computed without building its launches: the planner costs every candidate this way
-    (a fifth of the time) and builds only the fastest."""
+    computed without building its launches (as the planner costs its candidates)."""
 
     __slots__ = ("variant", "blocks", "padded_flops", "traffic_bytes", "reduction", "splits",
                  "phases", "n_launches")
 
-    def __init__(self, p, tile: GpuTile, splits: int, lens: dict,
-                 unsplit: _GpuCost | None = None) -> None:
+    def __init__(self, p, tile: GpuTile, splits: int, lens: dict) -> None:
         mps = maps(p)
         self.variant, self.splits, self.phases = tile.name, splits, len(mps)
-        if unsplit is not None:  # the same tile unsplit: only the grid and traffic change
-            self.blocks = unsplit.blocks * splits
-            self.padded_flops, self.reduction = unsplit.padded_flops, unsplit.reduction
-        else:
-            blocks, flops, reduction = 0, 0.0, 0
-            mwg, nwg, kwg = tile.mwg, tile.nwg, tile.kwg
-            for mp in mps:
-                nm, npos = -(-mp.M // mwg), -(-mp.P // nwg)
-                blocks = max(blocks, nm * npos * mp.G * splits)
-                # nm * mwg = _up(M, mwg), as _gpu_plan counts them
-                flops += 2.0 * (nm * mwg) * (npos * nwg) * (-(-mp.Q // kwg) * kwg) * mp.G
-                reduction = max(reduction, mp.Q)
-            self.blocks, self.padded_flops, self.reduction = blocks, flops, reduction
+        blocks, self.padded_flops, self.reduction = _tile_cost(
+            [(mp.M, mp.P, mp.Q, mp.G) for mp in mps], tile)
+        self.blocks = blocks * splits
         ws = 4 * lens[_OUT[p.direction]] * splits if splits > 1 else 0
         self.traffic_bytes = 4 * sum(lens.values()) + 2 * ws
         self.n_launches = len(mps) + (splits > 1)
@@ -255,13 +258,14 @@ class _GpuPlan:
                  "traffic_bytes", "reduction", "splits", "phases", "n_launches",
                  "workspace_bytes")
 
-    def __init__(self, p, tile: GpuTile, cost: _GpuCost, lens: dict) -> None:
+    def __init__(self, p, tile: GpuTile, lens: dict, blocks: int, padded_flops: float,
+                 traffic_bytes: int, reduction: int, splits: int, phases: int,
+                 workspace_bytes: int) -> None:
         self._p, self._tile, self._lens, self._launches = p, tile, lens, None
-        for name in ("variant", "blocks", "padded_flops", "traffic_bytes", "reduction",
-                     "splits", "phases", "n_launches"):
-            setattr(self, name, getattr(cost, name))
-        out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
-        self.workspace_bytes = 4 * lens[out] * cost.splits if cost.splits > 1 else 0
+        self.variant, self.blocks, self.padded_flops = tile.name, blocks, padded_flops
+        self.traffic_bytes, self.reduction, self.splits = traffic_bytes, reduction, splits
+        self.phases, self.n_launches = phases, phases + (splits > 1)
+        self.workspace_bytes = workspace_bytes
 
     @property
     def launches(self) -> tuple[Launch, ...]:
@@ -394,8 +398,9 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
     (None: no limit).
 
     On GPUs every tile build (:data:`GPU_TILES`), unsplit and (but for bwd at stride > 1)
-    split so as to fill the device, is costed with the WTI model (``peak_flops`` in FLOP/s and ``bandwidth`` in
-    bytes/s, the device's measured figures) and the fastest is returned. On CPUs, only
+    split so as to fill the device, is costed with the WTI model (``peak_flops`` in FLOP/s
+    and ``bandwidth`` in bytes/s, the device's measured figures) and the fastest is
+    returned. On CPUs, only
     backward weights is split (by whole images) when its blocks cannot fill the cores.
     This is direct.tiled's default perf config; :mod:`wticonv_direct.tiled_configs` plans
     the others.
@@ -412,22 +417,36 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
             blocks = -(-mp.M // CPU.dot_m) * -(-mp.P // CPU.dot_n) * mp.G
             splits = max(1, min(most, -(-want // blocks))) if blocks < want else 1
         return _cpu_plan(p, splits, lens, workspace_limit=workspace_limit)
-    # Cost every candidate from its sizes alone; build the launches of the fastest.
+    # Cost every candidate from its sizes alone (tiled_wti.seconds of the values its plan
+    # would hold, in the order: lanes, then each tile unsplit and split; the first of equal
+    # times wins); build the launches of the fastest.
+    mps = maps(p)
+    shapes, phases = [(mp.M, mp.P, mp.Q, mp.G) for mp in mps], len(mps)
+    traffic, out_bytes = 4 * sum(lens.values()), 4 * lens[_OUT[p.direction]]
+    seconds = tiled_wti.seconds
     best, best_t = None, float("inf")
-    candidates = []
-    if p.direction != "wrw" and maps(p)[0].M <= GPU_LANES.mr:
-        candidates.append((None, 1, _cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL)))
+    if p.direction != "wrw" and mps[0].M <= GPU_LANES.mr:
+        lanes = _cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL)
+        t = tiled_wti.plan_seconds(lanes, kind, compute_units, peak_flops, bandwidth)
+        if t < best_t:
+            best, best_t = lanes, t
     for tile in GPU_TILES:
-        base = _GpuCost(p, tile, 1, lens)
-        candidates.append((tile, 1, base))
+        blocks, flops, q = _tile_cost(shapes, tile)
+        t = seconds(kind, tile.name, blocks, flops, traffic, q, 1, phases, compute_units,
+                    peak_flops, bandwidth)
+        if t < best_t:
+            best, best_t = (tile, blocks, flops, traffic, q, 1, 0), t
         # No split across stride phases: each phase's split writes and re-reads a whole
         # dx-sized slice; ResNet-50's stride-2 bwd ran 1.5-2.9x slower split (H200, N=32).
-        splits = _split_for(base.blocks, base.reduction, compute_units, most)
-        if splits > 1 and base.phases == 1:
-            candidates.append((tile, splits, _GpuCost(p, tile, splits, lens, base)))
-    for tile, splits, cand in candidates:
-        t = tiled_wti.plan_seconds(cand, kind, compute_units, peak_flops, bandwidth)
-        if t < best_t:
-            best, best_t = (tile, splits, cand), t
-    tile, splits, cand = best
-    return cand if tile is None else _GpuPlan(p, tile, cand, lens)
+        splits = _split_for(blocks, q, compute_units, most)
+        if splits > 1 and phases == 1:
+            ws = out_bytes * splits
+            t = seconds(kind, tile.name, blocks * splits, flops, traffic + 2 * ws, q, splits,
+                        phases + 1, compute_units, peak_flops, bandwidth)
+            if t < best_t:
+                best, best_t = (tile, blocks * splits, flops, traffic + 2 * ws, q, splits,
+                                ws), t
+    if type(best) is not tuple:
+        return best
+    tile, blocks, flops, traffic, q, splits, ws = best
+    return _GpuPlan(p, tile, lens, blocks, flops, traffic, q, splits, phases, ws)

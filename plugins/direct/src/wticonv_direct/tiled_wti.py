@@ -31,7 +31,8 @@ from wticonv import WTI_UNKNOWN
 
 from .programs import LAUNCH_OVERHEAD_S
 
-__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "plan_seconds", "wti"]
+__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "plan_seconds",
+           "seconds", "wti"]
 
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
@@ -71,16 +72,25 @@ def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
                  bandwidth: float) -> float:
     """Predicted run time of ``plan`` in seconds on a device of ``kind`` with
     ``compute_units``, ``peak_flops`` (FLOP/s) and ``bandwidth`` (bytes/s)."""
-    slots = compute_units * (SLOTS_PER_CU.get(plan.variant, 1) if kind == "gpu" else 1)
-    waves = -(-plan.blocks // slots)
-    fill = plan.blocks / (waves * slots)
-    eff = EFFICIENCY[(kind, plan.variant)] * fill
+    return seconds(kind, plan.variant, plan.blocks, plan.padded_flops, plan.traffic_bytes,
+                   plan.reduction, plan.splits, plan.n_launches, compute_units, peak_flops,
+                   bandwidth)
+
+
+def seconds(kind: str, variant: str, blocks: int, padded_flops: float, traffic_bytes: int,
+            reduction: int, splits: int, n_launches: int, compute_units: int,
+            peak_flops: float, bandwidth: float) -> float:
+    """:func:`plan_seconds` of a plan given as the values it reads (the planner costs its
+    candidates this way, without building them)."""
+    slots = compute_units * (SLOTS_PER_CU.get(variant, 1) if kind == "gpu" else 1)
+    waves = -(-blocks // slots)
+    fill = blocks / (waves * slots)
+    eff = EFFICIENCY[(kind, variant)] * fill
     # a block's set-up (offsets, masks, the store) against its part of the reduction
-    q = plan.reduction / plan.splits
-    eff *= q / (q + (DOT_SETUP_STEPS if plan.variant == "dot" else SETUP_STEPS[kind]))
-    compute = plan.padded_flops / (peak_flops * eff) if plan.padded_flops > 0 else 0.0
-    return (plan.n_launches * LAUNCH_OVERHEAD_S[kind] + compute
-            + plan.traffic_bytes / bandwidth)
+    q = reduction / splits
+    eff *= q / (q + (DOT_SETUP_STEPS if variant == "dot" else SETUP_STEPS[kind]))
+    compute = padded_flops / (peak_flops * eff) if padded_flops > 0 else 0.0
+    return n_launches * LAUNCH_OVERHEAD_S[kind] + compute + traffic_bytes / bandwidth
 
 
 def wti(problem, plan, device) -> float:

@@ -138,13 +138,14 @@ def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
     (MAPPED_SCALAR_LOADS_FACTOR when B's columns are ``mapped`` pixels of pictures), times
     B_KFAST_FACTOR when B is read along k (``b_kfast``).
     """
-    tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
-    fill = min(1.0, tiles / (2.0 * compute_units))
+    mt, nt = -(-M // cfg.mwg), -(-N // cfg.nwg)
+    fill = min(1.0, mt * nt * groups / (2.0 * compute_units))
     kfill = K / (K + 2.0 * cfg.kwg)
     loads = 1.0 if vec else (MAPPED_SCALAR_LOADS_FACTOR if mapped else SCALAR_LOADS_FACTOR)
     if b_kfast:
         loads *= B_KFAST_FACTOR
-    return cfg.efficiency * _util(M, cfg.mwg) * _util(N, cfg.nwg) * fill * kfill * loads
+    # M / (mt * mwg) = _util(M, cfg.mwg), likewise N
+    return cfg.efficiency * (M / (mt * cfg.mwg)) * (N / (nt * cfg.nwg)) * fill * kfill * loads
 
 
 #: sgemm_nn's rate when B's columns are gathered element by element (strided pixels,
@@ -194,4 +195,9 @@ def cpu_nt_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
 def gpu_config(M: int, N: int, K: int, groups: int, compute_units: int) -> GpuConfig:
     """The configuration with the best :func:`efficiency` (ties: the earlier one); cached,
     since every ranking asks it several times."""
-    return max(GPU_CONFIGS, key=lambda c: efficiency(c, M, N, K, groups, compute_units))
+    best, best_e = None, 0.0
+    for cfg in GPU_CONFIGS:  # max() by efficiency, without its key function's calls
+        e = efficiency(cfg, M, N, K, groups, compute_units)
+        if best is None or e > best_e:
+            best, best_e = cfg, e
+    return best
