@@ -10,6 +10,9 @@ scores each choice by the measured times, as ``wticonv evaluate`` does.
 
     python tools/replay_evaluate.py --calibration cal.csv evaluate-inception3-n32-h200.csv
 
+It prints, per evaluation, what ``wticonv evaluate`` prints on its "fallback" line (cases,
+share within 10 % of the best, top-1, mean and worst slowdown); ``-v`` lists the misses.
+
 A replay is exact while a model change leaves the measured solvers' kernels as they were;
 a change that makes a tunable solver pick another perf config by default is replayed with
 the time measured for the old default, so such changes need a real evaluation.
@@ -45,9 +48,88 @@ class _FactorStore:
         return {}
 
 
+class ReplayError(Exception):
+    """A file or an option the replay cannot use; the message says which and why."""
+
+
+#: Columns each kind of file must have (``calibrate --csv``, ``evaluate --csv``).
+CALIBRATION_COLUMNS = ("problem", "solver", "predicted_ms", "measured_ms")
+EVALUATION_COLUMNS = ("problem", "solver", "measured_ms", "fallback_choice", "fastest")
+
+
 def _read(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def load(path, kind: str) -> list[dict]:
+    """The rows of a ``calibrate --csv`` (``kind`` "calibration") or ``evaluate --csv``
+    ("evaluation") file, checked: readable, the columns of that kind of file, at least one
+    row, valid problem keys and times.
+
+    Raises
+    ------
+    ReplayError
+        Saying which file and what is wrong with it.
+    """
+    want = CALIBRATION_COLUMNS if kind == "calibration" else EVALUATION_COLUMNS
+    try:
+        rows = _read(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ReplayError(f"{path}: cannot be read as a CSV file ({e})") from None
+    cols = set(rows[0]) if rows else set()
+    if kind == "calibration" and "fallback_choice" in cols:
+        raise ReplayError(f"{path} is an `evaluate --csv` file; --calibration takes the file "
+                          "of `wticonv calibrate --csv`")
+    missing = [c for c in want if c not in cols]
+    if missing:
+        other = "calibrate" if kind == "calibration" else "evaluate"
+        raise ReplayError(f"{path}: {'no rows' if not rows else 'no column ' + ', '.join(missing)}"
+                          f"; expected the file of `wticonv {other} --csv`")
+    for i, r in enumerate(rows, start=2):
+        try:
+            keys.parse_key(r["problem"])
+            t = float(r["measured_ms"]) if r["measured_ms"] else None
+            if kind == "calibration":
+                float(r["predicted_ms"])
+        except (keys.KeyFormatError, ValueError) as e:
+            raise ReplayError(f"{path}, line {i}: {e}") from None
+        if t is not None and not t > 0:
+            raise ReplayError(f"{path}, line {i}: measured_ms must be > 0, not {t}")
+    return rows
+
+
+def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=None):
+    """The stand-in device a replay predicts on: the figures recorded in the calibration
+    rows (``calibrate --csv`` writes kind, compute units, peak and bandwidth), overridden
+    by the arguments given; files without them take the arguments or an H200's (GPU) or
+    a 2-core CPU's figures.
+
+    Raises
+    ------
+    ReplayError
+        A figure that cannot be right (a peak under 1 GFLOP/s: GFLOP/s given where FLOP/s
+        are meant), or a ``kind`` other than the calibration's.
+    """
+    rec = cal_rows[0] if cal_rows else {}
+    rec_kind = rec.get("kind") or None
+    if kind and rec_kind and kind != rec_kind:
+        raise ReplayError(f"the calibration was measured on a {rec_kind} device "
+                          f"({rec.get('device')}); --kind {kind} does not match it")
+    kind = kind or rec_kind or "gpu"
+
+    def figure(given, column, least, unit, example):
+        value = given if given is not None else (float(rec[column]) if rec.get(column)
+                                                 else None)
+        if value is not None and not value >= least:
+            raise ReplayError(f"{column.replace('_', ' ')} {value:g} is too small: give "
+                              f"{unit} (e.g. {example}), not G{unit}")
+        return value
+
+    peak = figure(peak, "peak_flops", 1e9, "FLOP/s", "4.49e11")
+    bandwidth = figure(bandwidth, "bandwidth", 1e8, "bytes/s", "6.05e10")
+    cu = compute_units or (int(rec["compute_units"]) if rec.get("compute_units") else None)
+    return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth)
 
 
 def raw_predictions(registry, device, problem):
@@ -84,10 +166,14 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
         slowdowns.append(s)
         if s > 1.1:
             misses.append((s, key, chosen, min(times, key=times.get)))
+    if not slowdowns:
+        raise ReplayError(f"{label}: no case whose chosen solver was measured (another "
+                          "device kind's evaluation, or other solvers installed?)")
     within = sum(s <= 1.1 for s in slowdowns) / len(slowdowns)
+    top1 = sum(s == 1.0 for s in slowdowns) / len(slowdowns)
     mean = statistics.mean(slowdowns)
-    print(f"{label}: {len(slowdowns)} cases, within 10 % {within:.1%}, mean {mean:.3f}, "
-          f"worst {max(slowdowns):.2f}")
+    print(f"{label}: {len(slowdowns)} cases, within 10 % {within:.1%}, top-1 {top1:.0%}, "
+          f"mean {mean:.3f}, worst {max(slowdowns):.2f}")
     if verbose:
         for s, key, chosen, fastest in sorted(misses, reverse=True):
             print(f"    {s:5.2f} {key} chose {chosen}, fastest {fastest}")
@@ -95,25 +181,45 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("evaluations", nargs="+", help="evaluate --csv files")
-    ap.add_argument("--calibration", required=True, help="calibrate --csv file")
-    ap.add_argument("--kind", choices=("gpu", "cpu"), default="gpu")
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="The device figures default to those `wticonv calibrate --csv` records in "
+               "the calibration file; files without them take the options, else an H200's "
+               "(gpu) or a 2-core CPU's (cpu) figures.")
+    ap.add_argument("evaluations", nargs="+", metavar="EVAL.csv",
+                    help="files of `wticonv evaluate --csv`")
+    ap.add_argument("--calibration", required=True, metavar="CAL.csv",
+                    help="the file of `wticonv calibrate --csv` measured with them")
+    ap.add_argument("--kind", choices=("gpu", "cpu"), default=None,
+                    help="the measured device's kind (default: the calibration's, else gpu)")
     ap.add_argument("--compute-units", type=int, default=None,
-                    help="default: 132 for gpu (H200), 2 for cpu")
-    ap.add_argument("--peak", type=float, default=None,
-                    help="the measured device's FP32 FLOP/s, as `wticonv devices` shows it "
-                         "(default: an H200's; a CPU's differs from machine to machine)")
-    ap.add_argument("--bandwidth", type=float, default=None,
-                    help="the measured device's bytes/s, as `wticonv devices` shows it")
+                    help="its compute units (default: the calibration's, else 132 for gpu "
+                         "and 2 for cpu)")
+    ap.add_argument("--peak", type=float, default=None, metavar="FLOP/S",
+                    help="its measured FP32 peak in FLOP/s, e.g. 4.49e11 (`wticonv devices` "
+                         "shows GFLOP/s)")
+    ap.add_argument("--bandwidth", type=float, default=None, metavar="BYTES/S",
+                    help="its measured bandwidth in bytes/s, e.g. 6.05e10 (`wticonv "
+                         "devices` shows GB/s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
     args = ap.parse_args(argv)
-    registry = SolverRegistry()
-    device = RecordingDevice(args.kind, compute_units=args.compute_units,
-                             peak_flops=args.peak, bandwidth=args.bandwidth)
-    cal = _read(args.calibration)
-    for path in args.evaluations:
-        replay(registry, device, cal, _read(path), args.verbose, label=path)
+    try:
+        cal = load(args.calibration, "calibration")
+        evaluations = [(path, load(path, "evaluation")) for path in args.evaluations]
+        measured_on = (cal[0].get("device"), cal[0].get("kind"))
+        for path, rows in evaluations:
+            on = (rows[0].get("device"), rows[0].get("kind"))
+            if all(measured_on) and all(on) and on != measured_on:
+                raise ReplayError(f"{path} was measured on {on[0]} ({on[1]}), the "
+                                  f"calibration on {measured_on[0]} ({measured_on[1]}): "
+                                  "replay an evaluation with its own device's calibration")
+        device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth)
+        registry = SolverRegistry()
+        for path, rows in evaluations:
+            replay(registry, device, cal, rows, args.verbose, label=path)
+    except ReplayError as e:
+        print(f"replay_evaluate: error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -56,6 +56,8 @@ def _one_line_error(capsys, argv, fragment):
     (["bench", "resnet50", "--workspace-limit", "1e3"], "'1e3' is not a valid integer"),
     # solvers
     (["conv", *FLAGS, "-S", "gemm.nope"], "no solver 'gemm.nope' is installed"),
+    # measuring commands
+    (["find", "1-2-3"], "'1-2-3' is not a find-db key (they look like"),
 ])
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, fragment):
     _one_line_error(capsys, argv, fragment)

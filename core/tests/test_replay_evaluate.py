@@ -57,3 +57,47 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
         slowdowns[key] = times[chosen[key]] / min(times.values())
     assert within == pytest.approx(sum(s <= 1.1 for s in slowdowns.values()) / 6)
     assert mean == pytest.approx(sum(slowdowns.values()) / 6)
+
+
+CAL_HEAD = "problem,direction,solver,predicted_ms,measured_ms,device,kind,compute_units," \
+           "peak_flops,bandwidth\n"
+EV_HEAD = "problem,direction,solver,predicted_ms,measured_ms,fallback_choice,fastest," \
+          "device,kind\n"
+KEY = "8-10-10-3x3-8-10-10-1-1x1-1x1-1x1-0-NCHW-FP32-F"
+
+
+@pytest.mark.parametrize("cal, ev, args, fragment", [
+    (None, None, [], "missing.csv: cannot be read as a CSV file"),
+    (EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,d,cpu\n", None, [],
+     "is an `evaluate --csv` file; --calibration takes the file of `wticonv calibrate --csv`"),
+    (CAL_HEAD, None, [], "no rows; expected the file of `wticonv calibrate --csv`"),
+    (CAL_HEAD + f"{KEY},fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n",
+     CAL_HEAD + f"{KEY},fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n", [],
+     "no column fallback_choice, fastest"),
+    (CAL_HEAD + f"{KEY},fwd,direct.naive,1,fast,d,cpu,2,4e11,4e10\n", None, [],
+     "line 2: could not convert string to float: 'fast'"),
+    (CAL_HEAD + "1-2-3,fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n", None, [], "line 2:"),
+    (CAL_HEAD + f"{KEY},fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n",
+     EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,d,cpu\n", ["--peak", "449"],
+     "peak flops 449 is too small: give FLOP/s (e.g. 4.49e11), not GFLOP/s"),
+    (CAL_HEAD + f"{KEY},fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n",
+     EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,d,cpu\n", ["--kind", "gpu"],
+     "the calibration was measured on a cpu device (d); --kind gpu does not match it"),
+    (CAL_HEAD + f"{KEY},fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n",
+     EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,H200,gpu\n", [],
+     "was measured on H200 (gpu), the calibration on d (cpu)"),
+])
+def test_replay_refuses_files_and_figures_it_cannot_use(tmp_path, capsys, cal, ev, args,
+                                                        fragment):
+    paths = []
+    for name, text in (("cal.csv", cal), ("ev.csv", ev)):
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / (name if text is not None else "missing.csv")))
+    if ev is None:
+        paths[1] = str(tmp_path / "ev.csv")
+        (tmp_path / "ev.csv").write_text(EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,d,cpu\n")
+    rc = _tool().main(["--calibration", paths[0], paths[1], *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("replay_evaluate: error: ") and fragment in err, err
+    assert "Traceback" not in err

@@ -80,12 +80,30 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
     ``measurements`` is a list, one ``(problem, solver_id, raw predicted ms, measured ms)``
     tuple per probe run is appended to it (``wticonv calibrate --csv`` writes them, so
     that a model change can be replayed offline against what the device measured).
+
+    Calibrations sharing a cache directory run one at a time (a lock file): two at once
+    would slow each other's probes and store factors of a contended machine.
     """
+    with handle.device.store.exclusive("calibrate"):
+        runs = _measure_probes(handle, _probes(n), iterations, time_cap_ms, progress)
+    if measurements is not None:
+        measurements.extend(runs)
+    factors = fit_factors(runs)
+    handle.device.store.put_calibration(
+        handle.device.key,
+        [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
+         for key, (f, k) in factors.items()])
+    handle.forget_selections()
+    return factors
+
+
+def _measure_probes(handle, probes, iterations, time_cap_ms, progress) -> list:
+    """``(problem, solver_id, raw predicted ms, measured ms)`` of every applicable solver
+    on every probe."""
     from .find import timed_together
     from .selection import select
 
     runs: list = []
-    probes = _probes(n)
     for i, p in enumerate(probes):
         if progress is not None:
             progress(i, len(probes), p)
@@ -100,15 +118,7 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
                         if not isinstance(t, WticonvError))
         except WticonvError:
             continue
-    if measurements is not None:
-        measurements.extend(runs)
-    factors = fit_factors(runs)
-    handle.device.store.put_calibration(
-        handle.device.key,
-        [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
-         for key, (f, k) in factors.items()])
-    handle.forget_selections()
-    return factors
+    return runs
 
 
 def fit_factors(runs) -> dict[str, tuple[float, int]]:

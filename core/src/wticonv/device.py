@@ -244,13 +244,24 @@ class Device:
 
     def measure_figures(self) -> tuple[float, float]:
         """Measure peak and bandwidth again now; the store keeps, for each, the best of
-        this and earlier measurements (a busy machine only reads low). Returns them."""
+        this and earlier measurements (a busy machine only reads low). Returns them.
+        When they change, the device's calibration (fitted to the old figures) is removed
+        with a warning."""
         from .peak import measure_device_figures
 
         with self._figures.lock, self.store.exclusive("measure"):
+            old = self.store.get_device_figures(self.key)
             peak, bw = self.store.put_device_figures(self.key, *measure_device_figures(self),
                                                      keep_best=True)
             self._figures.peak_flops, self._figures.bandwidth = peak, bw
+        if old is not None and (peak, bw) != tuple(old) and self.store.get_calibration(self.key):
+            # The factors correct predictions made from the old figures: they no longer fit.
+            self.store.put_calibration(self.key, [])
+            warnings.warn(f"wticonv: {self.info.name}'s measured figures changed (peak "
+                          f"{old[0] / 1e9:.1f} -> {peak / 1e9:.1f} GFLOP/s, bandwidth "
+                          f"{old[1] / 1e9:.1f} -> {bw / 1e9:.1f} GB/s); its calibration was "
+                          "fitted to the old ones and is removed: run `wticonv calibrate` "
+                          "again", stacklevel=2)
         return peak, bw
 
     @property

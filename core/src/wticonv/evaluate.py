@@ -122,19 +122,21 @@ def summarize(cases) -> dict:
     return out
 
 
-def write_csv(cases, path) -> None:
+def write_csv(cases, path, device=None) -> None:
     """One row per (problem, solver) measured: key, direction, solver, predicted and
-    measured ms, and whether the fallback chose it and it was the fastest."""
+    measured ms, whether the fallback chose it and it was the fastest, and (when
+    ``device`` is given) the device's name and kind."""
+    dev = [device.info.name, device.kind] if device is not None else []
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms",
-                    "fallback_choice", "fastest"])
+                    "fallback_choice", "fastest"] + (["device", "kind"] if dev else []))
         for c in cases:
             for sid, t in sorted(c.measured_ms.items(), key=lambda kv: kv[1]):
                 pred = c.predicted_ms.get(sid)
                 w.writerow([c.problem.key, c.problem.direction, sid,
                             "" if pred is None else f"{pred:.6g}", f"{t:.6g}",
-                            int(c.chosen.get("fallback") == sid), int(c.best == sid)])
+                            int(c.chosen.get("fallback") == sid), int(c.best == sid), *dev])
 
 
 def write_plot(cases, path) -> None:

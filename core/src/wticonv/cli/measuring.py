@@ -23,6 +23,13 @@ def _targets(command: str, args: tuple[str, ...], n: int | None, directions: str
         raise DriverArgsError(f"{command} needs a network (e.g. resnet50), a find-db key or "
                               "conv flags such as -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
     if len(args) == 1 and not args[0].startswith("-") and "NCHW" not in args[0]:
+        import os
+        import re
+
+        if re.fullmatch(r"\d+(-\w+)+", args[0]) and not os.path.exists(args[0]):
+            raise DriverArgsError(f"{args[0]!r} is not a find-db key (they look like "
+                                  "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-F: see "
+                                  "`wticonv explain --help`), a network or a file")
         return _network_problems(args[0], n, directions)
     if directions != _ALL_DIRECTIONS:
         raise DriverArgsError("--directions applies to networks; for conv flags use -F (1 "
@@ -39,31 +46,65 @@ _ALL_DIRECTIONS = "fwd,bwd,wrw"
 
 
 def _writable(path: str | None, what: str, suffixes: tuple[str, ...] = ()) -> None:
-    """Check before a long run that ``path`` can be written (its folder exists) and has
-    one of ``suffixes``; a usage error otherwise."""
+    """Check before a long run that ``path`` can be written (a file name, not a folder, in
+    a folder that exists and takes the file) and has one of ``suffixes``; a usage error
+    otherwise. A file created by the check is removed again."""
     if path is None:
         return
+    import os
     from pathlib import Path
 
     p = Path(path)
+    if not path:
+        raise click.BadParameter("an empty file name", param_hint=what)
     if suffixes and p.suffix.lower() not in suffixes:
         raise click.BadParameter(f"{path!r}: {what} must end in {' or '.join(suffixes)}",
+                                 param_hint=what)
+    if p.is_dir():
+        raise click.BadParameter(f"{path!r} is a folder; give a file name in it",
                                  param_hint=what)
     if not p.parent.is_dir():
         raise click.BadParameter(f"{path!r}: the folder {str(p.parent)!r} does not exist",
                                  param_hint=what)
+    existed = p.exists()
+    try:
+        with open(p, "a"):
+            pass
+    except OSError as e:
+        raise click.BadParameter(f"{path!r} cannot be written ({e.strerror or e}); give "
+                                 "another file", param_hint=what) from None
+    if not existed:
+        os.unlink(p)
 
 
-def _write_probe_csv(path: str, measured: list) -> None:
+def _write_output(write, path: str, what: str) -> None:
+    """Run ``write(path)``; an OSError (the file went away or filled the disk during the
+    run) is a one-line error that names the option."""
+    try:
+        write(path)
+    except OSError as e:
+        raise click.ClickException(f"{what} {path!r} could not be written: "
+                                   f"{e.strerror or e}") from None
+
+
+#: Columns of ``calibrate --csv``: each probe run, and the device figures the raw
+#: predictions were made with (tools/replay_evaluate.py reads them).
+PROBE_CSV_COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
+                     "device", "kind", "compute_units", "peak_flops", "bandwidth")
+
+
+def _write_probe_csv(path: str, measured: list, device) -> None:
     """Write calibration probe measurements (problem, solver, raw predicted ms, measured
-    ms) as CSV, the columns of ``evaluate --csv`` that apply."""
+    ms), each row with the device's name, kind, compute units and measured figures."""
     import csv
 
+    dev = (device.info.name, device.kind, device.info.compute_units,
+           f"{device.peak_flops:.6g}", f"{device.bandwidth:.6g}")
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms"])
+        w.writerow(PROBE_CSV_COLUMNS)
         for p, sid, pred, t in measured:
-            w.writerow([p.key, p.direction, sid, f"{pred:.6g}", f"{t:.6g}"])
+            w.writerow([p.key, p.direction, sid, f"{pred:.6g}", f"{t:.6g}", *dev])
 
 
 @cli.command(context_settings=_PASSTHROUGH)
@@ -137,6 +178,12 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 
     _writable(csv_path, "--csv")
     _writable(plot_path, "--plot", (".png", ".pdf", ".svg"))
+    if plot_path:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise click.UsageError("--plot needs matplotlib: pip install 'wticonv[plot]' "
+                                   "(or leave out --plot)")
     problems = _network_problems(network, n, directions)
     handle = _handle(device)
 
@@ -146,17 +193,22 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 
     cases = ev.evaluate(handle, problems, iterations, time_cap_ms, workspace_limit, progress)
     summary = ev.summarize(cases)
-    if csv_path:
-        ev.write_csv(cases, csv_path)
-    if plot_path:
-        ev.write_plot(cases, plot_path)
     if as_json:
         _emit_json({"device": handle.device.info.name, "network": network,
                     "summary": summary,
                     "cases": [{"problem": c.problem.key, "best": c.best, "chosen": c.chosen,
                                "slowdown": c.slowdown, "measured_ms": c.measured_ms,
                                "predicted_ms": c.predicted_ms} for c in cases]})
-        return 0
+    else:
+        _print_evaluation(cases, summary)
+    if csv_path:
+        _write_output(lambda f: ev.write_csv(cases, f, handle.device), csv_path, "--csv")
+    if plot_path:
+        _write_output(lambda f: ev.write_plot(cases, f), plot_path, "--plot")
+    return 0
+
+
+def _print_evaluation(cases, summary) -> None:
     for c in cases:
         fb = c.slowdown["fallback"]
         click.echo(f"{c.problem.key:60} best {c.best:20} fallback {c.chosen['fallback']:20} "
@@ -167,7 +219,6 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
         click.echo(f"{rule:18} {sm['cases']:5d} {sm['within_10pct'] * 100:9.0f}% "
                    f"{sm['top1'] * 100:5.0f}% {sm['mean_slowdown']:6.3f} "
                    f"{sm['worst_slowdown']:6.2f}")
-    return 0
 
 
 @cli.command()
@@ -176,7 +227,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 @_device_option
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=4, show_default=True,
               help="Batch size of the probe problems.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, writable=True),
+@click.option("--csv", "csv_path", default=None, metavar="FILE",
               help="Also write every probe measurement (problem, direction, solver, raw "
                    "predicted and measured ms) to this CSV file.")
 def calibrate(as_json, device, n, csv_path) -> int:
@@ -198,21 +249,22 @@ def calibrate(as_json, device, n, csv_path) -> int:
 
     measured: list = []
     factors = run_calibration(handle, n, progress=progress, measurements=measured)
-    if csv_path:
-        _write_probe_csv(csv_path, measured)
     if as_json:
         _emit_json({"device": handle.device.info.name,
                     "factors": {sid: {"factor": f, "probes": k}
                                 for sid, (f, k) in factors.items()}})
-        return 0
-    click.echo(f"calibrated {handle.device.info.name}: WTI x factor (factor < 1: slower "
-               "than its model predicts), probes measured in brackets")
-    click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")
-    for sid in sorted(k for k in factors if "@" not in k):
-        cells = [factors.get(sid if d == "all" else f"{sid}@{d}")
-                 for d in ("all", "fwd", "bwd", "wrw")]
-        click.echo(f"  {sid:22} " + " ".join(
-            f"{c[0]:6.3f} ({c[1]:2d})" if c else f"{'-':>11}" for c in cells))
+    else:
+        click.echo(f"calibrated {handle.device.info.name}: WTI x factor (factor < 1: slower "
+                   "than its model predicts), probes measured in brackets")
+        click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")
+        for sid in sorted(k for k in factors if "@" not in k):
+            cells = [factors.get(sid if d == "all" else f"{sid}@{d}")
+                     for d in ("all", "fwd", "bwd", "wrw")]
+            click.echo(f"  {sid:22} " + " ".join(
+                f"{c[0]:6.3f} ({c[1]:2d})" if c else f"{'-':>11}" for c in cells))
+    if csv_path:
+        _write_output(lambda f: _write_probe_csv(f, measured, handle.device), csv_path,
+                      "--csv")
     return 0
 
 

@@ -1,0 +1,140 @@
+"""Output files of `wticonv evaluate` and `wticonv calibrate` (``--csv``, ``--plot``) are
+checked before any measuring, written after the results are shown, and a failure to
+write them is one line; calibrations take a lock; new device figures drop a calibration
+fitted to the old ones."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+
+import pytest
+
+from wticonv import ConvProblem
+from wticonv.cli import main
+
+NET = "conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1\n"
+
+
+@pytest.fixture
+def cli_env(own_store, monkeypatch, tmp_path):
+    from wticonv import calibrate as cal
+
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
+    monkeypatch.setattr(cal, "_probes", lambda n: [
+        ConvProblem(1, 4, 6, 6, 4, 3, 3, pad_h=1, pad_w=1, direction=d)
+        for d in ("fwd", "bwd", "wrw")])
+    net = tmp_path / "net.txt"
+    net.write_text(NET)
+    measured = []
+    import wticonv.find as find
+
+    real = find.timed_together
+    monkeypatch.setattr(find, "timed_together",
+                        lambda *a, **k: measured.append(1) or real(*a, **k))
+    return net, measured
+
+
+def _fails_before_measuring(capsys, argv, measured, fragment):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert err.strip().splitlines()[-1].startswith("wticonv: error: ") and fragment in err
+    assert "Traceback" not in err and measured == []
+
+
+@pytest.mark.parametrize("command", ["evaluate", "calibrate"])
+def test_a_folder_or_an_unwritable_csv_fails_before_measuring(cli_env, capsys, tmp_path,
+                                                               command):
+    net, measured = cli_env
+    head = ["evaluate", str(net), "-i", "1"] if command == "evaluate" else ["calibrate"]
+    _fails_before_measuring(capsys, head + ["--csv", str(tmp_path)], measured, "is a folder")
+    _fails_before_measuring(capsys, head + ["--csv", "/proc/wticonv.csv"], measured,
+                            "cannot be written")
+    _fails_before_measuring(capsys, head + ["--csv", ""], measured, "an empty file name")
+    assert not (tmp_path / "wticonv.csv").exists()
+
+
+def test_plot_without_matplotlib_fails_before_measuring(cli_env, capsys, monkeypatch,
+                                                         tmp_path):
+    import importlib.util
+
+    net, measured = cli_env
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    _fails_before_measuring(capsys, ["evaluate", str(net), "--plot", str(tmp_path / "p.png")],
+                            measured, "pip install 'wticonv[plot]'")
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_a_csv_that_cannot_be_written_at_the_end_keeps_the_summary(cli_env, capsys,
+                                                                   monkeypatch, tmp_path):
+    from wticonv import evaluate as ev
+
+    net, measured = cli_env
+
+    def full_disk(cases, path, device=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ev, "write_csv", full_disk)
+    rc = main(["evaluate", str(net), "-i", "1", "--csv", str(tmp_path / "e.csv")])
+    out, err = capsys.readouterr()
+    assert rc == 1 and measured
+    assert "fallback" in out and "within 10%" in out          # the summary was shown
+    assert err.strip().splitlines()[-1] == (
+        f"wticonv: error: --csv {str(tmp_path / 'e.csv')!r} could not be written: "
+        "No space left on device")
+    assert "Traceback" not in err
+
+
+def test_csvs_record_the_device(cli_env, capsys, tmp_path):
+    net, _ = cli_env
+    assert main(["calibrate", "--csv", str(tmp_path / "c.csv")]) == 0
+    assert main(["evaluate", str(net), "-i", "1", "--csv", str(tmp_path / "e.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.index("calibrated ") < out.index("rule")
+    import wticonv
+
+    dev = wticonv.Handle().device
+    cal = list(csv.DictReader((tmp_path / "c.csv").open()))
+    ev = list(csv.DictReader((tmp_path / "e.csv").open()))
+    assert {(r["device"], r["kind"], int(r["compute_units"])) for r in cal} == {
+        (dev.info.name, dev.kind, dev.info.compute_units)}
+    assert float(cal[0]["peak_flops"]) == pytest.approx(dev.peak_flops, rel=1e-5)
+    assert float(cal[0]["bandwidth"]) == pytest.approx(dev.bandwidth, rel=1e-5)
+    assert {(r["device"], r["kind"]) for r in ev} == {(dev.info.name, dev.kind)}
+
+
+def test_calibrations_take_turns(own_handle, monkeypatch):
+    from wticonv import calibrate as cal
+
+    held = []
+    store = own_handle.device.store
+    real = store.exclusive
+
+    def exclusive(name):
+        held.append(name)
+        return real(name)
+
+    monkeypatch.setattr(store, "exclusive", exclusive)
+    monkeypatch.setattr(cal, "_probes", lambda n: [ConvProblem(1, 4, 6, 6, 4, 3, 3)])
+    cal.calibrate(own_handle, iterations=1)
+    assert "calibrate" in held
+
+
+def test_new_device_figures_drop_the_calibration_fitted_to_the_old(own_handle, monkeypatch):
+    import wticonv.peak as peak
+
+    dev, store = own_handle.device, own_handle.device.store
+    old = (dev.peak_flops, dev.bandwidth)
+    store.put_calibration(dev.key, [("direct.naive", "1", 2.0, 3)])
+    monkeypatch.setattr(peak, "measure_device_figures", lambda d: old)   # unchanged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dev.measure_figures()
+    assert store.get_calibration(dev.key)
+    monkeypatch.setattr(peak, "measure_device_figures", lambda d: (2 * old[0], old[1]))
+    with pytest.warns(UserWarning, match="calibration was fitted to the old ones"):
+        assert dev.measure_figures() == (2 * old[0], old[1])
+    assert store.get_calibration(dev.key) == {}
