@@ -34,8 +34,8 @@ def main(argv=None) -> int:
     if args.batches < 1 or args.n < 1:
         ap.error("-n and --batches must be at least 1")
     try:
-        handle = wticonv.Handle(args.device)
         net = load_network(args.network, args.n)
+        handle = wticonv.Handle(args.device)
     except wticonv.WticonvError as e:
         print(f"selection_cost: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -94,8 +94,13 @@ def load(path, kind: str) -> list[dict]:
                 float(r["predicted_ms"])
         except (keys.KeyFormatError, ValueError) as e:
             raise ReplayError(f"{path}, line {i}: {e}") from None
-        if t is not None and not t > 0:
-            raise ReplayError(f"{path}, line {i}: measured_ms must be > 0, not {t}")
+        if t is not None and not 0 < t < float("inf"):
+            raise ReplayError(f"{path}, line {i}: measured_ms must be a positive finite "
+                              f"number, not {r['measured_ms']}")
+        if (r.get("device"), r.get("kind")) != (rows[0].get("device"), rows[0].get("kind")):
+            raise ReplayError(f"{path}, line {i}: measured on {r.get('device')} "
+                              f"({r.get('kind')}), line 2 on {rows[0].get('device')} "
+                              f"({rows[0].get('kind')}): one device per file")
     return rows
 
 
@@ -128,6 +133,8 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
 
     peak = figure(peak, "peak_flops", 1e9, "FLOP/s", "4.49e11")
     bandwidth = figure(bandwidth, "bandwidth", 1e8, "bytes/s", "6.05e10")
+    if compute_units is not None and compute_units < 1:
+        raise ReplayError(f"--compute-units {compute_units} must be at least 1")
     cu = compute_units or (int(rec["compute_units"]) if rec.get("compute_units") else None)
     return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth)
 
@@ -154,18 +161,28 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
     for r in eval_rows:
         if r["measured_ms"]:
             measured[r["problem"]][r["solver"]] = float(r["measured_ms"])
-    slowdowns, misses = [], []
+    unknown = sorted({sid for times in measured.values() for sid in times
+                      if sid not in registry.solvers})
+    if unknown:
+        print(f"{label}: warning: solvers not installed here: {', '.join(unknown)}; cases "
+              "they were fastest in score against the others", file=sys.stderr)
+    slowdowns, misses, skipped = [], [], collections.Counter()
     for key, times in measured.items():
         p = keys.parse_key(key)
         chosen = select(registry, p, device, measured=False).solver_id
         t = times.get(chosen)
         if t is None:
+            skipped[chosen] += 1
             continue
         best = min(min(times.values()), t)
         s = t / best
         slowdowns.append(s)
         if s > 1.1:
             misses.append((s, key, chosen, min(times, key=times.get)))
+    if skipped:
+        print(f"{label}: warning: {sum(skipped.values())} case(s) left out, their choice not "
+              "measured in the file: " + ", ".join(f"{sid} ({n})" for sid, n in
+                                                  sorted(skipped.items())), file=sys.stderr)
     if not slowdowns:
         raise ReplayError(f"{label}: no case whose chosen solver was measured (another "
                           "device kind's evaluation, or other solvers installed?)")
@@ -194,7 +211,8 @@ def main(argv=None) -> int:
                     help="the measured device's kind (default: the calibration's, else gpu)")
     ap.add_argument("--compute-units", type=int, default=None,
                     help="its compute units (default: the calibration's, else 132 for gpu "
-                         "and 2 for cpu)")
+                         "and 2 for cpu); this and the figures below override the "
+                         "calibration's, for what-if replays")
     ap.add_argument("--peak", type=float, default=None, metavar="FLOP/S",
                     help="its measured FP32 peak in FLOP/s, e.g. 4.49e11 (`wticonv devices` "
                          "shows GFLOP/s)")

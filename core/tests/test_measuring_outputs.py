@@ -113,9 +113,9 @@ def test_calibrations_take_turns(own_handle, monkeypatch):
     store = own_handle.device.store
     real = store.exclusive
 
-    def exclusive(name):
+    def exclusive(name, waiting=None):
         held.append(name)
-        return real(name)
+        return real(name, waiting)
 
     monkeypatch.setattr(store, "exclusive", exclusive)
     monkeypatch.setattr(cal, "_probes", lambda n: [ConvProblem(1, 4, 6, 6, 4, 3, 3)])
@@ -127,6 +127,9 @@ def test_new_device_figures_drop_the_calibration_fitted_to_the_old(own_handle, m
     import wticonv.peak as peak
 
     dev, store = own_handle.device, own_handle.device.store
+    held = []
+    real = store.exclusive
+    monkeypatch.setattr(store, "exclusive", lambda name, *a: held.append(name) or real(name, *a))
     old = (dev.peak_flops, dev.bandwidth)
     store.put_calibration(dev.key, [("direct.naive", "1", 2.0, 3)])
     monkeypatch.setattr(peak, "measure_device_figures", lambda d: old)   # unchanged
@@ -134,7 +137,54 @@ def test_new_device_figures_drop_the_calibration_fitted_to_the_old(own_handle, m
         warnings.simplefilter("error")
         dev.measure_figures()
     assert store.get_calibration(dev.key)
+    monkeypatch.setattr(peak, "measure_device_figures", lambda d: (1.05 * old[0], old[1]))
+    with warnings.catch_warnings():                  # a creep within the tolerance
+        warnings.simplefilter("error")
+        dev.measure_figures()
+    assert store.get_calibration(dev.key)
     monkeypatch.setattr(peak, "measure_device_figures", lambda d: (2 * old[0], old[1]))
     with pytest.warns(UserWarning, match="calibration was fitted to the old ones"):
         assert dev.measure_figures() == (2 * old[0], old[1])
+    assert "measure" in held and held.index("calibrate") < held.index("measure")
     assert store.get_calibration(dev.key) == {}
+
+
+def test_a_second_calibration_says_that_it_waits(own_store):
+    import fcntl
+    import threading
+
+    own_store.cache_dir.mkdir(parents=True, exist_ok=True)
+    held = open(own_store.cache_dir / "calibrate.lock", "a")    # another "process"
+    fcntl.flock(held, fcntl.LOCK_EX)
+    said = []
+
+    def waiting():
+        said.append("waiting")
+        threading.Timer(0.05, fcntl.flock, (held, fcntl.LOCK_UN)).start()
+
+    with own_store.exclusive("calibrate", waiting):
+        said.append("in")
+    with own_store.exclusive("calibrate", waiting):      # free now: no waiting
+        said.append("in again")
+    held.close()
+    assert said == ["waiting", "in", "in again"]
+
+
+def test_outputs_that_would_overwrite_the_network_or_each_other_are_refused(cli_env, capsys,
+                                                                            tmp_path):
+    net, measured = cli_env
+    _fails_before_measuring(capsys, ["evaluate", str(net), "--csv", str(net)], measured,
+                            "is also the NETWORK")
+    same = str(tmp_path / "out.png")
+    _fails_before_measuring(capsys, ["evaluate", str(net), "--csv", same, "--plot", same],
+                            measured, "is also the --csv")
+    _fails_before_measuring(capsys, ["evaluate", str(net), "--time-cap-ms", "nan"], measured,
+                            "nan is not a finite number of milliseconds")
+    assert net.read_text() == NET
+
+
+def test_written_files_are_named(cli_env, capsys, tmp_path):
+    net, _ = cli_env
+    out = tmp_path / "e.csv"
+    assert main(["evaluate", str(net), "-i", "1", "--csv", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().err

@@ -101,3 +101,43 @@ def test_replay_refuses_files_and_figures_it_cannot_use(tmp_path, capsys, cal, e
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("replay_evaluate: error: ") and fragment in err, err
     assert "Traceback" not in err
+
+
+def test_replay_refuses_bad_figures_and_mixed_files(tmp_path, capsys):
+    cal = tmp_path / "cal.csv"
+    cal.write_text(CAL_HEAD + f"{KEY},fwd,direct.naive,1,1,d,cpu,2,4e11,4e10\n")
+    ev = tmp_path / "ev.csv"
+    for text, args, fragment in [
+        (EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,d,cpu\n", ["--compute-units", "0"],
+         "--compute-units 0 must be at least 1"),
+        (EV_HEAD + f"{KEY},fwd,direct.naive,1,inf,1,1,d,cpu\n", [],
+         "line 2: measured_ms must be a positive finite number, not inf"),
+        (EV_HEAD + f"{KEY},fwd,direct.naive,1,1,1,1,d,cpu\n"
+         f"{KEY},fwd,direct.tiled,1,2,0,0,other,cpu\n", [],
+         "line 3: measured on other (cpu), line 2 on d (cpu): one device per file"),
+    ]:
+        ev.write_text(text)
+        assert _tool().main(["--calibration", str(cal), str(ev), *args]) == 2
+        assert fragment in capsys.readouterr().err
+
+
+def test_replay_says_which_cases_it_leaves_out(tmp_path, capsys):
+    tool = _tool()
+    cal = tool.load(TOOL.parents[1] / "benchmarks/results/calibrate-cpu-pocl.csv", "calibration")
+    rows = tool.load(TOOL.parents[1] / "benchmarks/results/evaluate-vgg16-n8-cpu.csv",
+                     "evaluation")
+    dev = tool.device_for(cal)
+    from wticonv.plugins import SolverRegistry
+
+    reg = SolverRegistry()
+    within, mean, _ = tool.replay(reg, dev, cal, rows, label="vgg16")
+    out = capsys.readouterr()
+    assert "27 cases" in out.out and out.err == ""
+    some = sorted({r["problem"] for r in rows})[:5]
+    renamed = [dict(r, solver="bogus.solver")
+               if r["fallback_choice"] == "1" and r["problem"] in some else r for r in rows]
+    tool.replay(reg, dev, cal, renamed, label="vgg16")
+    out = capsys.readouterr()
+    assert "22 cases" in out.out
+    assert "solvers not installed here: bogus.solver" in out.err
+    assert "5 case(s) left out, their choice not measured in the file" in out.err

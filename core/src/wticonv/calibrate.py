@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 
 from .errors import WticonvError
 from .problem import ConvProblem
@@ -84,7 +85,11 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
     Calibrations sharing a cache directory run one at a time (a lock file): two at once
     would slow each other's probes and store factors of a contended machine.
     """
-    with handle.device.store.exclusive("calibrate"):
+    def waiting():
+        warnings.warn("wticonv: another calibration is running in this cache directory; "
+                      "waiting for it to end", stacklevel=3)
+
+    with handle.device.store.exclusive("calibrate", waiting):
         runs = _measure_probes(handle, _probes(n), iterations, time_cap_ms, progress)
     if measurements is not None:
         measurements.extend(runs)

@@ -27,6 +27,11 @@ from .store import Store
 
 __all__ = ["Device", "DeviceInfo", "Profile", "list_devices", "select_device"]
 
+#: Relative change of a re-measured peak or bandwidth past which the device's calibration
+#: is dropped: each re-measurement keeps the best so far and creeps up by a fraction of a
+#: per cent on a quiet machine, which moves every prediction alike and changes no choice.
+FIGURES_TOLERANCE = 0.1
+
 _INSTALL_HINT = ("install an OpenCL driver: 'pip install \"wticonv[pocl]\"' (PoCL for the CPU) "
                  "or, as root on Debian/Ubuntu, 'apt-get install pocl-opencl-icd'")
 
@@ -245,16 +250,20 @@ class Device:
     def measure_figures(self) -> tuple[float, float]:
         """Measure peak and bandwidth again now; the store keeps, for each, the best of
         this and earlier measurements (a busy machine only reads low). Returns them.
-        When they change, the device's calibration (fitted to the old figures) is removed
-        with a warning."""
+        When one moves by more than :data:`FIGURES_TOLERANCE`, the device's calibration
+        (fitted to the old figures) is removed with a warning. Waits for a calibration
+        running in the same cache directory to end."""
         from .peak import measure_device_figures
 
-        with self._figures.lock, self.store.exclusive("measure"):
+        # Not during a calibration (its factors are fitted to the figures it started with).
+        with self.store.exclusive("calibrate"), self._figures.lock, \
+                self.store.exclusive("measure"):
             old = self.store.get_device_figures(self.key)
             peak, bw = self.store.put_device_figures(self.key, *measure_device_figures(self),
                                                      keep_best=True)
             self._figures.peak_flops, self._figures.bandwidth = peak, bw
-        if old is not None and (peak, bw) != tuple(old) and self.store.get_calibration(self.key):
+        moved = old is not None and max(abs(peak / old[0] - 1), abs(bw / old[1] - 1))
+        if moved and moved > FIGURES_TOLERANCE and self.store.get_calibration(self.key):
             # The factors correct predictions made from the old figures: they no longer fit.
             self.store.put_calibration(self.key, [])
             warnings.warn(f"wticonv: {self.info.name}'s measured figures changed (peak "

@@ -322,10 +322,11 @@ class Store(Records):
                 os.replace(p, Path(str(aside) + suffix))
 
     @contextmanager
-    def exclusive(self, name: str) -> Iterator[None]:
+    def exclusive(self, name: str, waiting=None) -> Iterator[None]:
         """Hold an inter-process lock (a locked file ``<name>.lock`` in the cache directory)
         while the block runs: used so that only one process measures a device at a time.
-        Where file locks are not available, the block runs unlocked."""
+        ``waiting``, when given, is called once if another process holds the lock (before
+        waiting for it). Where file locks are not available, the block runs unlocked."""
         self._connect()  # creates and checks the directory
         try:
             import fcntl
@@ -333,7 +334,12 @@ class Store(Records):
             yield
             return
         with open(self.cache_dir / f"{name}.lock", "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None:
+                    waiting()
+                fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield
             finally:

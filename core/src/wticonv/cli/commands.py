@@ -62,9 +62,17 @@ def _network_options(f):
                              "otherwise).")(f)
 
 
+def _finite(ctx, param, value):
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of milliseconds")
+    return value
+
+
 def _time_cap_option(f):
     return click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True),
-                        default=1000.0, show_default=True,
+                        default=1000.0, show_default=True, callback=_finite,
                         help="Kernel time after which a solver's runs are cut short.")(f)
 
 

@@ -19,7 +19,7 @@ from .commands import (_PASSTHROUGH, _device_option, _emit_json, _handle, _json_
 def _targets(command: str, args: tuple[str, ...], n: int | None, directions: str) -> list:
     """The problems named by ``args``: a network (every distinct layer, in ``directions``),
     a find-db key or MIOpenDriver conv flags."""
-    if not args:
+    if not args or not args[0].strip():
         raise DriverArgsError(f"{command} needs a network (e.g. resnet50), a find-db key or "
                               "conv flags such as -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
     if len(args) == 1 and not args[0].startswith("-") and "NCHW" not in args[0]:
@@ -77,14 +77,32 @@ def _writable(path: str | None, what: str, suffixes: tuple[str, ...] = ()) -> No
         os.unlink(p)
 
 
-def _write_output(write, path: str, what: str) -> None:
-    """Run ``write(path)``; an OSError (the file went away or filled the disk during the
-    run) is a one-line error that names the option."""
+def _distinct(paths: dict) -> None:
+    """A usage error when two of ``paths`` (option: path or None) name the same file: an
+    output would overwrite the network read or the other output."""
+    import os
+
+    seen: dict = {}
+    for what, path in paths.items():
+        if not path or not os.path.exists(path) and what == "NETWORK":
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise click.BadParameter(f"{path!r} is also the {seen[real]}: give another file",
+                                     param_hint=what)
+        seen[real] = what
+
+
+def _write_output(write, path: str, what: str, quiet: bool = False) -> None:
+    """Run ``write(path)`` and say so on stderr (unless ``quiet``); an OSError (the file
+    went away or filled the disk during the run) is a one-line error naming the option."""
     try:
         write(path)
     except OSError as e:
         raise click.ClickException(f"{what} {path!r} could not be written: "
                                    f"{e.strerror or e}") from None
+    if not quiet:
+        print(f"wrote {path}", file=sys.stderr)
 
 
 #: Columns of ``calibrate --csv``: each probe run, and the device figures the raw
@@ -178,6 +196,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 
     _writable(csv_path, "--csv")
     _writable(plot_path, "--plot", (".png", ".pdf", ".svg"))
+    _distinct({"NETWORK": network, "--csv": csv_path, "--plot": plot_path})
     if plot_path:
         import importlib.util
 
@@ -202,9 +221,10 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     else:
         _print_evaluation(cases, summary)
     if csv_path:
-        _write_output(lambda f: ev.write_csv(cases, f, handle.device), csv_path, "--csv")
+        _write_output(lambda f: ev.write_csv(cases, f, handle.device), csv_path, "--csv",
+                      as_json)
     if plot_path:
-        _write_output(lambda f: ev.write_plot(cases, f), plot_path, "--plot")
+        _write_output(lambda f: ev.write_plot(cases, f), plot_path, "--plot", as_json)
     return 0
 
 
@@ -264,7 +284,7 @@ def calibrate(as_json, device, n, csv_path) -> int:
                 f"{c[0]:6.3f} ({c[1]:2d})" if c else f"{'-':>11}" for c in cells))
     if csv_path:
         _write_output(lambda f: _write_probe_csv(f, measured, handle.device), csv_path,
-                      "--csv")
+                      "--csv", as_json)
     return 0
 
 
