@@ -150,10 +150,12 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
     """Refit the factors from ``cal_rows``, choose for every case of ``eval_rows`` and
     return ``(share within 10 %, mean slowdown, misses)``; misses are ``(slowdown,
     problem key, chosen, fastest)``."""
-    runs = []
+    runs, predicted = [], {}
     for r in cal_rows:
         p = keys.parse_key(r["problem"])
-        pred = raw_predictions(registry, device, p).get(r["solver"])
+        if r["problem"] not in predicted:       # one ranking per probe, not per solver row
+            predicted[r["problem"]] = raw_predictions(registry, device, p)
+        pred = predicted[r["problem"]].get(r["solver"])
         if pred:
             runs.append((p, r["solver"], pred, float(r["measured_ms"])))
     device.store = _FactorStore(registry, fit_factors(runs))

@@ -34,7 +34,7 @@ import numpy as np
 
 from .errors import ArgumentError, HostMemoryError, ProblemError, TensorError
 from .handle import Handle, get_handle
-from .problem import ConvProblem
+from .problem import ConvProblem, output_size
 from .selection import workspace_limit_arg
 from .tensors import as_float32
 
@@ -96,18 +96,6 @@ def _shape4(size, name: str) -> tuple[int, int, int, int]:
     return out  # type: ignore[return-value]
 
 
-def _output_size(axis: str, size: int, pad: int, filt: int, dil: int, stride: int) -> int:
-    """Ho or Wo of a picture ``size`` pixels long (0 allowed); ProblemError below 1."""
-    span = dil * (filt - 1) + 1
-    if size + 2 * pad < span:
-        raise ProblemError(
-            f"invalid problem: output {axis} size < 1: the dilated filter spans {span} "
-            f"pixels ({'r' if axis == 'h' else 's'}={filt}, dilation_{axis}={dil}) but the "
-            f"padded input is only {size + 2 * pad} ({axis}={size}, pad_{axis}={pad}); "
-            "enlarge the padding or shrink the filter")
-    return (size + 2 * pad - span) // stride + 1
-
-
 def _fit(filt: int, dil: int, pad: int) -> int:
     """A picture size of at least 1 that the (dilated, padded) filter fits."""
     return max(1, dil * (filt - 1) + 1 - 2 * pad)
@@ -160,8 +148,8 @@ class _Geometry:
             pad_h=sym_h, pad_w=sym_w, stride_h=self.stride[0], stride_w=self.stride[1],
             dilation_h=self.dilation[0], dilation_w=self.dilation[1], groups=g,
             direction=direction)
-        ho = _output_size("h", hh, sym_h, r, self.dilation[0], self.stride[0])
-        wo = _output_size("w", ww, sym_w, s, self.dilation[1], self.stride[1])
+        ho = output_size("h", hh, sym_h, r, self.dilation[0], self.stride[0])
+        wo = output_size("w", ww, sym_w, s, self.dilation[1], self.stride[1])
         self.y_shape = (n, k, ho, wo)
         self.problem = None if self.empty else stand_in
 

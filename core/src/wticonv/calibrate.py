@@ -17,9 +17,10 @@ slow as predicted gets factor 0.5). Selection multiplies every WTI by its solver
 when the database holds one for this device and the solver's installed version
 (:func:`apply_factors`); ``wticonv explain`` shows the raw and the calibrated WTI. A
 solver with no probe in a direction gets its all-directions factor there (the median over
-every probe it ran); a direction's own factor is shrunk towards it (:func:`calibrate`). Factors are stored under ``<solver>@<direction>`` and ``<solver>``.
-A factor fitted to another solver version is ignored. ``wticonv cache --clear`` deletes
-them with everything else.
+every probe it ran); a direction's own factor is shrunk towards it (:func:`calibrate`).
+Factors are stored under ``<solver>@<direction>`` and ``<solver>``. A factor fitted to
+another solver version is ignored. ``wticonv cache --clear`` deletes them with everything
+else.
 """
 
 from __future__ import annotations
@@ -91,13 +92,13 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
 
     with handle.device.store.exclusive("calibrate", waiting):
         runs = _measure_probes(handle, _probes(n), iterations, time_cap_ms, progress)
+        factors = fit_factors(runs)
+        handle.device.store.put_calibration(
+            handle.device.key,
+            [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
+             for key, (f, k) in factors.items()])
     if measurements is not None:
         measurements.extend(runs)
-    factors = fit_factors(runs)
-    handle.device.store.put_calibration(
-        handle.device.key,
-        [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
-         for key, (f, k) in factors.items()])
     handle.forget_selections()
     return factors
 

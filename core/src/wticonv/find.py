@@ -5,12 +5,13 @@ solver that applies (dynamic or not) runs the problem on random data, one warm-u
 then up to ``iterations`` timed runs (kernel time, OpenCL profiling events; the solvers'
 runs interleaved, one of each per round, so that a drifting machine speed slows them
 alike), stopping early once a solver has used ``time_cap_ms`` so that a very slow solver
-is cut short rather than skipped. Tunable solvers are first tuned (every perf config they offer is timed and the
-fastest stored in the perf-db, :mod:`wticonv.tune`) unless ``search=False``; each solver is
-then timed with the perf config immediate mode would give it. The median of its timed runs
-is recorded in the find-db (the ``find_db`` table of :class:`~wticonv.store.Store`), keyed
-by device key (platform, device name, driver version), problem key (MIOpen's find-db
-format) and solver id, with the solver's version and the workspace it used.
+is cut short rather than skipped. Tunable solvers are first tuned (every perf config they
+offer is timed and the fastest stored in the perf-db, :mod:`wticonv.tune`) unless
+``search=False``; each solver is then timed with the perf config immediate mode would give
+it. The median of its timed runs is recorded in the find-db (the ``find_db`` table of
+:class:`~wticonv.store.Store`), keyed by device key (platform, device name, driver
+version), problem key (MIOpen's find-db format) and solver id, with the solver's version
+and the workspace it used.
 
 Immediate mode then uses the records (:func:`apply_records`): a candidate whose record
 matches its installed version and its planned workspace is ranked by its measured time

@@ -24,7 +24,26 @@ from dataclasses import dataclass
 
 from .errors import ProblemError
 
-__all__ = ["ConvProblem", "DIRECTIONS", "normalize_direction"]
+__all__ = ["ConvProblem", "DIRECTIONS", "normalize_direction", "output_size"]
+
+def output_size(axis: str, size: int, pad: int, filt: int, dil: int, stride: int) -> int:
+    """Ho (``axis`` "h") or Wo ("w") of a picture ``size`` pixels long (0 allowed) with
+    ``pad`` on each side, a ``filt``-tap filter dilated by ``dil`` and ``stride``.
+
+    Raises
+    ------
+    ProblemError
+        If the dilated filter is longer than the padded picture (an output below 1).
+    """
+    span = dil * (filt - 1) + 1
+    if size + 2 * pad < span:
+        raise ProblemError(
+            f"invalid problem: output {axis} size < 1: the dilated filter spans {span} "
+            f"pixels ({'r' if axis == 'h' else 's'}={filt}, dilation_{axis}={dil}) but the "
+            f"padded input is only {size + 2 * pad} ({axis}={size}, pad_{axis}={pad}); "
+            "enlarge the padding or shrink the filter")
+    return (size + 2 * pad - span) // stride + 1
+
 
 #: Directions in the field's order: forward, backward data, backward weights.
 DIRECTIONS = ("fwd", "bwd", "wrw")
@@ -143,15 +162,8 @@ class ConvProblem:
         if str(self.layout).upper() != "NCHW":
             raise bad("layout", "is not supported; wticonv uses packed NCHW tensors only")
         object.__setattr__(self, "layout", "NCHW")
-        for axis, size, pad, dil, filt in (("h", self.h, self.pad_h, self.dilation_h, self.r),
-                                           ("w", self.w, self.pad_w, self.dilation_w, self.s)):
-            span = dil * (filt - 1) + 1
-            if size + 2 * pad < span:
-                raise ProblemError(
-                    f"invalid problem: output {axis} size < 1: the dilated filter spans {span} "
-                    f"pixels ({'r' if axis == 'h' else 's'}={filt}, dilation_{axis}={dil}) but "
-                    f"the padded input is only {size + 2 * pad} ({axis}={size}, "
-                    f"pad_{axis}={pad}); enlarge the padding or shrink the filter")
+        output_size("h", self.h, self.pad_h, self.r, self.dilation_h, self.stride_h)
+        output_size("w", self.w, self.pad_w, self.s, self.dilation_w, self.stride_w)
 
     def __hash__(self) -> int:
         # The dataclass's hash of the fields, computed once: the solvers' plan caches are
