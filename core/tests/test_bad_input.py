@@ -394,23 +394,26 @@ def test_missing_gpu_is_a_device_error():
         wticonv.Handle("gpu")
 
 
-def unusable_device(handle) -> str:
-    """``P:D`` of a device whose driver cannot build kernels (recorded in the test store),
-    or skip."""
-    from wticonv.device import Device
+def set_aside_device(handle, tmp_path, monkeypatch) -> str:
+    """``P:D`` of the default device, set aside by a stored probe verdict in a fresh cache
+    directory that WTICONV_CACHE_DIR now names."""
+    from wticonv.probe import verdict_key
+    from wticonv.store import Store
 
-    for info, cl_dev in wticonv.list_devices():
-        if Device(cl_dev, info, handle.device.store).unusable_reason is not None:
-            return info.index
-    pytest.skip("every OpenCL device here builds kernels")
+    Store(tmp_path).put_device_verdict(
+        verdict_key(handle.device.info), False,
+        "the probe kernel computed wrong values; fix: update the device's OpenCL driver")
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path))
+    return handle.device.info.index
 
 
-def test_device_that_cannot_build_kernels_is_a_device_error(handle):
-    spec = unusable_device(handle)
+def test_a_set_aside_device_is_a_device_error(handle, tmp_path, monkeypatch):
+    spec = set_aside_device(handle, tmp_path, monkeypatch)
     with pytest.raises(DeviceError) as e:
         wticonv.Handle(spec)
-    assert f"OpenCL device {spec} " in str(e.value) and "cannot build kernels" in str(e.value)
-    assert "install" in str(e.value) or "update" in str(e.value)
+    assert f"OpenCL device {spec} " in str(e.value)
+    assert "is set aside: the probe kernel computed wrong values" in str(e.value)
+    assert "fix: update the device's OpenCL driver" in str(e.value)
 
 
 def test_a_handle_must_be_a_handle():

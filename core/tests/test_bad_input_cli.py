@@ -92,17 +92,17 @@ def test_unknown_device_in_the_environment_exits_2(capsys, monkeypatch):
     _one_line_error(capsys, ["explain", *FLAGS], "no OpenCL device 3:1")
 
 
-def test_device_that_cannot_build_kernels_exits_2(capsys, handle):
-    from wticonv import list_devices
-    from wticonv.device import Device
+def test_a_set_aside_device_exits_2(capsys, handle, tmp_path, monkeypatch):
+    from wticonv.probe import verdict_key
+    from wticonv.store import Store
 
-    spec = next((info.index for info, cl_dev in list_devices()
-                 if Device(cl_dev, info, handle.device.store).unusable_reason), None)
-    if spec is None:
-        pytest.skip("every OpenCL device here builds kernels")
+    spec = handle.device.info.index
+    Store(tmp_path).put_device_verdict(verdict_key(handle.device.info), False,
+                                       "its first use, in a child process, aborted (SIGABRT)")
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path))
     line = _one_line_error(capsys, ["explain", *FLAGS, "--device", spec],
                            f"OpenCL device {spec} ")
-    assert "cannot build kernels" in line
+    assert "is set aside: its first use, in a child process, aborted (SIGABRT)" in line
 
 
 def test_forced_solver_under_its_minimum_fails_naming_it(capsys):

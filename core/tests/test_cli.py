@@ -36,7 +36,7 @@ def test_solvers_table(capsys):
 def test_devices(capsys):
     rc, out, _ = run(capsys, "devices", "--json")
     rows = json.loads(out)
-    assert rc == 0 and rows and {"index", "name", "peak_gflops", "unusable"} <= set(rows[0])
+    assert rc == 0 and rows and {"index", "name", "peak_gflops", "status", "set_aside"} <= set(rows[0])
 
 
 def test_explain_key_json(capsys):

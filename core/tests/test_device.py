@@ -63,24 +63,53 @@ def test_figures_are_measured_once_and_cached(handle, tmp_path):
     assert other.figures_known and other.peak_flops == peak
 
 
-def test_unusable_device_is_remembered(handle, tmp_path):
+def _set_aside(store, info, reason="the probe kernel computed wrong values"):
+    from wticonv.probe import verdict_key
+
+    store.put_device_verdict(verdict_key(info), False, reason)
+
+
+def test_a_set_aside_device_is_remembered_and_not_probed_again(handle, tmp_path, monkeypatch):
+    import wticonv.probe
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError("a device with a stored verdict was probed again")
+
+    monkeypatch.setattr(wticonv.probe, "run_probe", no_probe)
     store = Store(tmp_path)
-    from wticonv.peak import probe_key
-
-    store.put_device_unusable(probe_key(handle.device.key), "error: unknown target CPU 'generic'")
+    _set_aside(store, handle.device.info, "error: unknown target CPU 'generic'")
     dev = Device(handle.device.cl_device, handle.device.info, store)
-    from wticonv import KernelBuildError
-
-    with pytest.raises(KernelBuildError, match="unknown target CPU"):
+    assert dev.unusable_reason == "error: unknown target CPU 'generic'"
+    with pytest.raises(DeviceError, match="is set aside: error: unknown target CPU"):
         dev.peak_flops  # noqa: B018
 
 
-def test_named_unusable_device_is_refused_with_a_hint(handle, tmp_path):
-    from wticonv.peak import probe_key
-
+def test_named_set_aside_device_is_refused_with_the_reason(handle, tmp_path):
     store = Store(tmp_path)
-    store.put_device_unusable(probe_key(handle.device.key), "error: unknown target CPU 'generic'")
+    _set_aside(store, handle.device.info, "error: unknown target CPU 'generic'")
     with pytest.raises(DeviceError) as e:
         select_device(handle.device.info.index, store)
-    assert "cannot build kernels (error: unknown target CPU 'generic')" in str(e.value)
+    assert "is set aside: error: unknown target CPU 'generic'" in str(e.value)
     assert "Devices present:" in str(e.value)
+
+
+def test_a_new_device_is_probed_once_in_a_child(handle, tmp_path, monkeypatch):
+    import wticonv.probe
+
+    calls = []
+    real = wticonv.probe.run_probe
+
+    def counting(info, store, timeout=None):
+        calls.append(info.key)
+        return real(info, store, timeout)
+
+    monkeypatch.setattr(wticonv.probe, "run_probe", counting)
+    store = Store(tmp_path)
+    info = handle.device.info
+    dev = select_device(info.index, store)
+    assert calls == [info.key] and dev.figures_known
+    assert store.get_device_verdict(wticonv.probe.verdict_key(info)) == (True, "")
+    peak, bw = store.get_device_figures(info.key)
+    assert peak > 1e9 and bw > 1e8
+    select_device(info.index, store)
+    assert calls == [info.key]          # cached: no second child

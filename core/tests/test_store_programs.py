@@ -21,16 +21,30 @@ def test_store_round_trips(tmp_path):
     assert s.get_device_figures("dev") is None
     s.put_device_figures("dev", 1.5e11, 4e10)
     s.put_program_binary("dev", "abc", b"\x00\x01binary")
-    s.put_device_unusable("old", "error: unknown target CPU 'generic'")
+    s.put_device_verdict("old#probe-1", False, "error: unknown target CPU 'generic'")
+    s.put_device_verdict("dev#probe-1", True)
     s2 = Store(tmp_path)  # a second opener sees the committed rows
     assert s2.get_device_figures("dev") == (1.5e11, 4e10)
     assert s2.get_program_binary("dev", "abc") == b"\x00\x01binary"
-    assert s2.get_device_unusable("old") == "error: unknown target CPU 'generic'"
-    assert s2.summary() == {"device_figures": 1, "device_unusable": 1, "program_binaries": 1,
-                            "find_db": 0, "calibration": 0, "perf_db": 0}
+    assert s2.get_device_verdict("old#probe-1") == (False, "error: unknown target CPU 'generic'")
+    assert s2.get_device_verdict("dev#probe-1") == (True, "")
+    assert s2.get_device_verdict("dev#probe-2") is None
+    assert s2.summary() == {"device_figures": 1, "device_unusable": 0, "device_verdicts": 2,
+                            "program_binaries": 1, "find_db": 0, "calibration": 0,
+                            "perf_db": 0}
+    copy = Store(tmp_path / "copy")
+    copy.copy_device_records(s2, ["old"])
+    assert copy.get_device_verdict("old#probe-1") == (False, "error: unknown target CPU 'generic'")
+    assert copy.get_device_verdict("dev#probe-1") is None and copy.get_device_figures("dev") is None
+    # Forgetting one device's verdicts leaves a device whose key it prefixes alone.
+    s2.put_device_verdict("old-2#probe-1", True)
+    assert s2.forget_device_verdicts("old") == 1
+    assert s2.get_device_verdict("old#probe-1") is None
+    assert s2.get_device_verdict("old-2#probe-1") == (True, "")
     s2.clear()
-    assert s.summary() == {"device_figures": 0, "device_unusable": 0, "program_binaries": 0,
-                           "find_db": 0, "calibration": 0, "perf_db": 0}
+    assert s.summary() == {"device_figures": 0, "device_unusable": 0, "device_verdicts": 0,
+                           "program_binaries": 0, "find_db": 0, "calibration": 0,
+                           "perf_db": 0}
 
 
 def test_corrupt_database_is_moved_aside(tmp_path):

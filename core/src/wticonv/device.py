@@ -7,6 +7,11 @@ Selection (``WTICONV_DEVICE`` or ``--device``):
   package and PoCL from PyPI may both be present: the faster one wins);
 - ``P:D``: device D of platform P, as numbered by ``wticonv devices``;
 - unset: ``gpu`` if there is a GPU, else ``cpu``.
+
+A device is used only once its driver has passed the probe (:mod:`wticonv.probe`): its
+first use runs in a child process, and a driver that aborts, hangs, builds nothing or
+computes wrongly there is set aside (one warning, the verdict stored) while the other
+devices serve. Programs are compiled in a build helper (:mod:`wticonv.build_helper`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
-from .errors import DeviceError, DeviceMemoryError, HostMemoryError, KernelBuildError
+from .build_helper import helper_for, real_key
+from .errors import DeviceError, DeviceMemoryError, HostMemoryError
+from .probe import describe, ensure_verdict, stored_verdict
 from .programs import ProgramCache
 from .store import Store
 
@@ -182,7 +189,9 @@ class Device:
         self.context = cl.Context([cl_device])
         self.queue = cl.CommandQueue(
             self.context, cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.programs = ProgramCache(self.context, cl_device, info.key, self.store)
+        self.programs = ProgramCache(
+            self.context, cl_device, info.key, self.store,
+            helper=helper_for(info.platform_index, info.device_index, real_key(cl_device)))
         self._figures = _Figures()
         self._profiles = threading.local()
         # Kernel objects are shared by every user of this device (the plugins cache them
@@ -214,38 +223,41 @@ class Device:
                 return f
             stored = self.store.get_device_figures(self.key)
             if stored is None:
-                # One process measures at a time: concurrent measurements disturb each other
-                # (and would cache a low peak); the others then read the stored figures.
+                self.verify()   # the probe child measures the figures of a new device
+                stored = self.store.get_device_figures(self.key)
+            if stored is None:
+                # Probed (e.g. a verdict copied from another store) but not measured here.
+                # One process measures at a time: concurrent measurements disturb each
+                # other (and would cache a low peak); the others then read the figures.
+                from .peak import measure_device_figures
+
                 with self.store.exclusive("measure"):
                     stored = self.store.get_device_figures(self.key)
                     if stored is None:
-                        stored = self._measure_once()
+                        stored = self.store.put_device_figures(
+                            self.key, *measure_device_figures(self))
             f.peak_flops, f.bandwidth = stored
         return f
 
+    def verify(self, warn: bool = True) -> None:
+        """Make sure the driver passed the probe (run it in a child process now if this
+        device has no verdict on this host; see :mod:`wticonv.probe`).
+
+        Raises
+        ------
+        DeviceError
+            If the device is set aside; the message says why and what to do.
+        """
+        v = ensure_verdict(self.info, self.store, warn=warn)
+        if not v.usable:
+            raise DeviceError(f"OpenCL device {describe(self.info)} is set aside: {v.reason}")
+
     @property
     def unusable_reason(self) -> str | None:
-        """Why this device's driver could not build the measuring kernels (recorded), or None."""
-        from .peak import probe_key
-
-        return self.store.get_device_unusable(probe_key(self.key))
-
-    def _measure_once(self) -> tuple[float, float]:
-        from .peak import measure_device_figures, probe_key
-
-        unusable = self.store.get_device_unusable(probe_key(self.key))
-        if unusable is not None:
-            raise KernelBuildError(unusable)
-        try:
-            stored = measure_device_figures(self)
-        except (KernelBuildError, cl.Error) as e:
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-            detail = next((ln for ln in lines if ln.lower().startswith("error")),
-                          lines[0] if lines else type(e).__name__)
-            self.store.put_device_unusable(probe_key(self.key), detail)
-            raise KernelBuildError(detail) from None
-        self.store.put_device_figures(self.key, *stored)
-        return stored
+        """Why the probe set this device aside (stored verdict), or None (usable, or not
+        probed yet)."""
+        v = stored_verdict(self.info, self.store)
+        return v.reason if v is not None and not v.usable else None
 
     def measure_figures(self) -> tuple[float, float]:
         """Measure peak and bandwidth again now; the store keeps, for each, the best of
@@ -378,55 +390,41 @@ class Device:
         return out
 
 
-_NOT_BUILDING_HINT = ("PyPI's PoCL does not know some recent CPUs: install your "
-                      "distribution's PoCL, e.g. 'sudo apt-get install pocl-opencl-icd' on "
-                      "Debian/Ubuntu")
+def _usable(info: DeviceInfo, cl_dev: cl.Device, store: Store,
+            reasons: dict[str, str]) -> Device | None:
+    """A :class:`Device` for ``info`` if its driver passed the probe (probing it now in a
+    child process if needed: a device set aside on first contact warns once), else None
+    with the reason noted in ``reasons`` under ``P:D``. No OpenCL context is made for a
+    device before it passed."""
+    v = ensure_verdict(info, store)
+    if not v.usable:
+        reasons[info.index] = v.reason
+        return None
+    return Device(cl_dev, info, store)
 
 
-def _check_usable(dev: Device) -> bool:
-    """Measure ``dev``'s figures if needed; False (after one warning, when first found) if
-    its driver cannot build the measuring kernels."""
-    if dev.unusable_reason is not None:
-        return False
-    try:
-        dev.peak_flops  # noqa: B018 - measures once, then cached
-        return True
-    except (KernelBuildError, cl.Error) as e:
-        warnings.warn(f"wticonv: skipping OpenCL device {dev.info.index} {dev.info.name!r} "
-                      f"({dev.info.platform} {dev.info.driver_version}): it cannot build "
-                      f"kernels ({e})", stacklevel=4)
-        return False
-
-
-def _unusable_error(dev: Device, listing: str) -> DeviceError:
-    reason = dev.unusable_reason or "it cannot build kernels"
-    hint = _NOT_BUILDING_HINT if dev.kind == "cpu" else "update the device's OpenCL driver"
-    return DeviceError(f"OpenCL device {dev.info.index} {dev.info.name!r} ({dev.info.platform} "
-                       f"{dev.info.driver_version}) cannot build kernels ({reason}); {hint}. "
-                       f"Devices present: {listing}")
-
-
-def _fastest(devices: list[Device], listing: str) -> Device:
-    """The usable device with the highest measured peak (see :func:`_check_usable`)."""
-    usable = [dev for dev in devices if _check_usable(dev)]
-    if not usable:
-        raise DeviceError(f"no OpenCL CPU device can build kernels (see 'wticonv devices'); "
-                          f"devices present: {listing}. {_NOT_BUILDING_HINT}")
-    return max(usable, key=lambda dev: dev.peak_flops)
+def _none_usable(what: str, reasons: dict[str, str], devices) -> DeviceError:
+    by_index = {i.index: i for i, _ in devices}
+    lines = "; ".join(f"{describe(by_index[ix])}: {why}" for ix, why in reasons.items())
+    return DeviceError(f"no usable OpenCL {what}: every one was set aside by its first "
+                       f"use ({lines}). 'wticonv devices' lists them; after fixing a driver, "
+                       "'wticonv devices --probe' tries them again")
 
 
 def select_device(spec: str | None = None, store: Store | None = None) -> Device:
     """Open the device named by ``spec`` (see module docstring), else ``WTICONV_DEVICE``.
 
-    The device's figures are measured (once, then cached) to make sure its driver builds
-    kernels; a device that cannot is skipped by ``gpu``/``cpu``/default selection and
-    refused when named by ``P:D``.
+    A device whose driver has no verdict on this host is probed first, in a child process
+    (:mod:`wticonv.probe`); one that the probe sets aside is skipped by ``gpu``/``cpu``/
+    default selection (with one warning when first found) and refused when named by
+    ``P:D``.
 
     Raises
     ------
     DeviceError
-        If ``spec`` is not a string, nothing matches, or the named device cannot build
-        kernels; the message lists the devices present.
+        If ``spec`` is not a string, nothing matches, the named device is set aside, or
+        every candidate is; the message lists the devices present or, for each set-aside
+        device, why.
     """
     if spec is None:
         spec = os.environ.get("WTICONV_DEVICE") or None
@@ -438,31 +436,39 @@ def select_device(spec: str | None = None, store: Store | None = None) -> Device
     devices = list_devices()
     listing = "; ".join(f"{i.index} {i.kind} {i.name!r} ({i.platform})" for i, _ in devices)
     want = (spec or "").strip().lower()
+    reasons: dict[str, str] = {}
     if want in ("", "gpu"):
-        gpus = [Device(d, i, store) for i, d in devices if i.kind == "gpu"]
-        for dev in gpus:
-            if _check_usable(dev):
+        gpus = [(i, d) for i, d in devices if i.kind == "gpu"]
+        for info, cl_dev in gpus:
+            dev = _usable(info, cl_dev, store, reasons)
+            if dev is not None:
                 return dev
         if want == "gpu":
             if gpus:
-                raise _unusable_error(gpus[0], listing)
+                raise _none_usable("GPU device", reasons, devices)
             raise DeviceError(f"no OpenCL GPU device found (WTICONV_DEVICE/--device 'gpu'); "
                               f"devices present: {listing}")
         want = "cpu"
     if want == "cpu":
-        cpus = [Device(d, i, store) for i, d in devices if i.kind == "cpu"]
-        if not cpus:
+        cpus = [(i, d) for i, d in devices if i.kind == "cpu"]
+        if not cpus and not reasons:
             raise DeviceError(f"no OpenCL CPU device found; devices present: {listing}; "
                               f"{_INSTALL_HINT}")
-        return _fastest(cpus, listing)
+        usable = [dev for dev in (_usable(i, d, store, reasons) for i, d in cpus)
+                  if dev is not None]
+        if not usable:
+            raise _none_usable("device" if spec in (None, "") else "CPU device", reasons,
+                               devices)
+        return max(usable, key=lambda dev: dev.peak_flops)
     parts = want.split(":")
     if len(parts) in (1, 2) and all(p.isdigit() for p in parts):
         p, d = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
         for info, cl_dev in devices:
             if (info.platform_index, info.device_index) == (p, d):
-                dev = Device(cl_dev, info, store)
-                if not _check_usable(dev):
-                    raise _unusable_error(dev, listing)
+                dev = _usable(info, cl_dev, store, reasons)
+                if dev is None:
+                    raise DeviceError(f"OpenCL device {describe(info)} is set aside: "
+                                      f"{reasons[info.index]}. Devices present: {listing}")
                 return dev
         raise DeviceError(f"no OpenCL device {p}:{d}; devices present: {listing}")
     raise DeviceError(f"device {spec!r} is not understood: use 'gpu', 'cpu' or "

@@ -7,8 +7,8 @@ kept in the store (:mod:`wticonv.store`).
 Method (kernels in ``kernels/peak.cl``):
 
 - *peak FP32 FLOP/s*: every work-item runs independent float16 multiply-add chains (16
-  on CPUs, 4 on GPUs; float16 fills an AVX-512 register); the loop count is a kernel argument, raised until one
-  launch lasts at least ``target_ms``; the best of 3 launches counts.
+  on CPUs, 4 on GPUs; float16 fills an AVX-512 register); the loop count is a kernel argument,
+  raised until one launch lasts at least ``target_ms``; the best of 3 launches counts.
 - *bandwidth (bytes/s)*: a float4 copy kernel over a buffer of 64 MiB on CPUs and
   256 MiB on GPUs (well past the last-level caches); 2 x bytes / time, best of 3.
 
@@ -17,7 +17,6 @@ Times come from OpenCL profiling events.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,7 @@ import pyopencl as cl
 if TYPE_CHECKING:  # pragma: no cover
     from .device import Device
 
-__all__ = ["measure_device_figures", "probe_key"]
+__all__ = ["measure_device_figures", "measure_bandwidth", "measure_peak_flops"]
 
 #: Independent float16 chains per work-item, per device kind: 16 keep both FMA pipes of an
 #: AVX-512 core busy (8 measured 30 % less on the development machines' Zen 5 cores); 4
@@ -37,13 +36,6 @@ _CHAINS = {"cpu": 16, "gpu": 4}
 
 def _source() -> str:
     return importlib.resources.files("wticonv").joinpath("kernels/peak.cl").read_text()
-
-
-def probe_key(device_key: str) -> str:
-    """Store key under which a device's failure to build the measuring kernels is kept:
-    the device key plus a digest of the kernels, so that a changed kernel is tried again."""
-    digest = hashlib.sha256(_source().encode()).hexdigest()[:12]
-    return f"{device_key}#peak-{digest}"
 
 
 def _event_seconds(ev: cl.Event) -> float:

@@ -8,8 +8,10 @@ precious, everything can be measured or compiled again.
 Tables (keyed by device key = platform | device name | driver version):
 
 - ``device_figures``: measured peak FP32 FLOP/s and memory bandwidth per device.
-- ``device_unusable``: devices whose driver failed to build the measuring kernels, and why
-  (so that device selection does not retry them on every start).
+- ``device_unusable``: written by versions before the probe; no longer read.
+- ``device_verdicts``: each device's probe verdict (usable, or set aside and why), keyed by
+  :func:`wticonv.probe.verdict_key` (device key, the host CPU, the probe kernels), so that
+  a driver is tried in a child process once, not on every start (:mod:`wticonv.probe`).
 - ``program_binaries``: compiled OpenCL program binaries per (device, source + options digest).
 - ``find_db``: find mode's measured time of every solver per (device, problem key), with
   the solver's version and the workspace it used (MIOpen's find-db, :mod:`wticonv.find`).
@@ -71,6 +73,12 @@ CREATE TABLE IF NOT EXISTS device_unusable (
     reason TEXT NOT NULL,
     noted_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS device_verdicts (
+    verdict_key TEXT PRIMARY KEY,
+    usable INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    noted_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS find_db (
     device_key TEXT NOT NULL,
     problem_key TEXT NOT NULL,
@@ -117,6 +125,7 @@ _COLUMNS = {
     "meta": {"name", "value"},
     "device_figures": {"device_key", "peak_flops", "bandwidth", "measured_at"},
     "device_unusable": {"device_key", "reason", "noted_at"},
+    "device_verdicts": {"verdict_key", "usable", "reason", "noted_at"},
     "program_binaries": {"device_key", "digest", "binary", "created_at"},
     "find_db": {"device_key", "problem_key", "solver_id", "solver_version", "workspace",
                 "time_ms", "runs", "capped", "measured_at"},
@@ -125,7 +134,8 @@ _COLUMNS = {
     "perf_db": {"device_key", "problem_key", "solver_id", "solver_version", "perf_config",
                 "time_ms", "default_ms", "tuned_at"},
 }
-_TABLES = ("device_figures", "device_unusable", "program_binaries", "find_db", "calibration",
+_TABLES = ("device_figures", "device_unusable", "device_verdicts", "program_binaries", "find_db",
+           "calibration",
            "perf_db")
 #: Cache directories that cannot be used -> the temporary directory standing in for each
 #: in this process (see Store._use_temporary).
@@ -418,28 +428,40 @@ class Store(Records):
                     (device_key, float(peak_flops), float(bandwidth), time.time()))
         return float(peak_flops), float(bandwidth)
 
-    def get_device_unusable(self, device_key: str) -> str | None:
-        """Why a device cannot be used (its driver failed to build kernels), or None."""
+    def get_device_verdict(self, verdict_key: str) -> tuple[bool, str] | None:
+        """A device's probe verdict ``(usable, reason)`` (reason empty when usable), or None
+        when it has not been probed (see :mod:`wticonv.probe`)."""
         row = self._connect().execute(
-            "SELECT reason FROM device_unusable WHERE device_key = ?", (device_key,)).fetchone()
-        return row[0] if row else None
+            "SELECT usable, reason FROM device_verdicts WHERE verdict_key = ?",
+            (verdict_key,)).fetchone()
+        return (bool(row[0]), str(row[1])) if row else None
 
-    def put_device_unusable(self, device_key: str, reason: str) -> None:
-        """Record that a device's driver cannot build kernels."""
-        self._write("INSERT OR REPLACE INTO device_unusable VALUES (?, ?, ?)",
-                    (device_key, reason, time.time()))
+    def put_device_verdict(self, verdict_key: str, usable: bool, reason: str = "") -> None:
+        """Record a device's probe verdict (``reason``: why it is set aside)."""
+        self._write("INSERT OR REPLACE INTO device_verdicts VALUES (?, ?, ?, ?)",
+                    (verdict_key, int(bool(usable)), str(reason), time.time()))
+
+    def forget_device_verdicts(self, device_key: str) -> int:
+        """Remove every probe verdict of ``device_key`` (any host, any probe version), so
+        that the device is probed again; returns how many were removed."""
+        with self._transaction() as conn:
+            cur = conn.execute("DELETE FROM device_verdicts WHERE substr(verdict_key, 1, ?) "
+                               "= ?", (len(device_key) + 1, device_key + "#"))
+            return cur.rowcount
 
     def copy_device_records(self, other: Store, device_keys) -> None:
-        """Copy the figures and "unusable" records of ``device_keys`` from store ``other``
+        """Copy the figures and probe verdicts of ``device_keys`` from store ``other``
         (a fresh store for a test or a new cache directory starts with what is known of
         its devices; nothing else is copied)."""
         for key in device_keys:
             figures = other.get_device_figures(key)
             if figures is not None:
                 self.put_device_figures(key, *figures)
-            reason = other.get_device_unusable(key)
-            if reason is not None:
-                self.put_device_unusable(key, reason)
+            rows = other._connect().execute(
+                "SELECT verdict_key, usable, reason FROM device_verdicts "
+                "WHERE substr(verdict_key, 1, ?) = ?", (len(key) + 1, key + "#")).fetchall()
+            for vkey, usable, reason in rows:
+                self.put_device_verdict(vkey, bool(usable), reason)
 
     # --------------------------------------------------------------- program binaries
     def get_program_binary(self, device_key: str, digest: str) -> bytes | None:

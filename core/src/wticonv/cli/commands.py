@@ -94,18 +94,22 @@ def _network_problems(network: str, n: int | None, directions: str) -> list:
 
 
 def _handle(device: str | None) -> Handle:
-    from ..device import list_devices
-    from ..peak import probe_key
-    from ..store import Store
-
-    store = Store()
-    pending = [i.name for i, _ in list_devices()
-               if i.kind in ("gpu", "cpu") and store.get_device_figures(i.key) is None
-               and store.get_device_unusable(probe_key(i.key)) is None]
-    if pending:
-        print(f"wticonv: measuring the peak FP32 rate and bandwidth of "
-              f"{', '.join(sorted(set(pending)))} (once; cached)...", file=sys.stderr)
+    _announce_probes()
     return Handle(device)
+
+
+def _announce_probes() -> None:
+    """Print the probe's progress line (a device's first use) to stderr."""
+    import logging
+
+    from ..probe import log
+
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
 
 
 def _emit_json(data) -> None:
@@ -165,31 +169,47 @@ def solvers(as_json: bool) -> int:
 @click.option("--measure", is_flag=True,
               help="Measure every usable device now (the cache keeps the best of all "
                    "measurements: a busy machine reads low).")
-def devices(as_json: bool, measure: bool) -> int:
-    """List OpenCL devices with their measured peak FP32 rate and bandwidth."""
+@click.option("--probe", "reprobe", is_flag=True,
+              help="Forget every device's verdict and test each driver again, in a child "
+                   "process (after installing or fixing a driver).")
+def devices(as_json: bool, measure: bool, reprobe: bool) -> int:
+    """List OpenCL devices: usable or set aside (and why), peak FP32 rate and bandwidth.
+
+    A GPU or CPU device seen for the first time on this host is tested first, in a child
+    process: a test kernel, then the peak and bandwidth measurement (once; cached)."""
     from ..device import Device, list_devices
+    from ..probe import ensure_verdict, stored_verdict
     from ..store import Store
 
     store = Store()
     rows = []
-    for info, cl_dev in list_devices():
-        dev = Device(cl_dev, info, store)
+    listed = list_devices()
+    if reprobe:
+        for info, _ in listed:
+            store.forget_device_verdicts(info.key)
+    _announce_probes()
+    for info, cl_dev in listed:
+        verdict = (ensure_verdict(info, store, warn=False) if info.kind in ("gpu", "cpu")
+                   else stored_verdict(info, store))
         figs = store.get_device_figures(info.key)
-        unusable = dev.unusable_reason
-        if measure and unusable is None:
+        set_aside = verdict.reason if verdict is not None and not verdict.usable else None
+        if measure and verdict is not None and verdict.usable:
+            dev = Device(cl_dev, info, store)
             try:
                 figs = dev.measure_figures() if figs is not None else (dev.peak_flops,
                                                                        dev.bandwidth)
             except (KernelBuildError, cl.Error) as e:
-                unusable = str(e)
+                set_aside = str(e)
+        status = ("set aside" if set_aside else "usable" if verdict is not None
+                  else "not used by default")
         rows.append({"index": info.index, "kind": info.kind, "name": info.name,
                      "platform": info.platform, "driver": info.driver_version,
                      "compute_units": info.compute_units, "clock_mhz": info.clock_mhz,
                      "global_mem_bytes": info.global_mem_bytes,
                      "local_mem_bytes": info.local_mem_bytes,
-                     "peak_gflops": figs[0] / 1e9 if figs else None,
-                     "bandwidth_gbs": figs[1] / 1e9 if figs else None,
-                     "unusable": unusable})
+                     "peak_gflops": figs[0] / 1e9 if figs and not set_aside else None,
+                     "bandwidth_gbs": figs[1] / 1e9 if figs and not set_aside else None,
+                     "status": status, "set_aside": set_aside})
     if as_json:
         _emit_json(rows)
     else:

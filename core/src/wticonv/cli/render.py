@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as _RichProgress
 from rich.table import Table
-
-import os
-import sys
 
 # Tables are never squeezed below 160 columns (keys and solver ids stay on one line; a
 # narrower terminal wraps the lines instead); piped output gets 200.
@@ -73,19 +72,19 @@ def solvers(rows: list[dict], bad: list[dict]) -> None:
 
 def devices(rows: list[dict]) -> None:
     t = Table(title="OpenCL devices", box=box.SIMPLE_HEAD)
-    for col in ("P:D", "kind", "name", "platform / driver", "CUs", "MHz", "memory",
+    for col in ("P:D", "kind", "name", "platform / driver", "CUs", "MHz", "memory", "status",
                 "peak GFLOP/s", "GB/s"):
         t.add_column(col)
     for r in rows:
-        peak = _num(r["peak_gflops"], "{:.1f}") if not r["unusable"] else "unusable"
         t.add_row(r["index"], r["kind"], r["name"], f"{r['platform']} / {r['driver']}",
                   str(r["compute_units"]), str(r["clock_mhz"]), _bytes(r["global_mem_bytes"]),
-                  peak, _num(r["bandwidth_gbs"], "{:.1f}"))
+                  r["status"], _num(r["peak_gflops"], "{:.1f}"),
+                  _num(r["bandwidth_gbs"], "{:.1f}"))
     _out.print(t)
     for r in rows:
-        if r["unusable"]:
-            _out.print(f"{r['index']} cannot build kernels: {r['unusable']}")
-    if any(r["peak_gflops"] is None and not r["unusable"] for r in rows):
+        if r["set_aside"]:
+            _out.print(f"{r['index']} {r['name']!r} is set aside: {r['set_aside']}")
+    if any(r["peak_gflops"] is None and r["status"] == "usable" for r in rows):
         _out.print("Figures not measured yet: wticonv devices --measure")
 
 
