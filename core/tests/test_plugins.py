@@ -57,7 +57,10 @@ def test_broken_plugins_are_quarantined_and_never_stop_the_others(fake_dist):
     assert {"fake.good", "fake.one", "fake.two", "direct.naive"} <= set(reg.ids())
     reasons = {q.entry_point.split(" = ")[0]: q.reason for q in reg.quarantined
                if q.distribution == "fake-plugins"}
-    assert reasons["raises"] == "failed to import: ImportError: libfoo.so not found"
+    # the file and line where the import failed (issue 17)
+    assert reasons["raises"].startswith("failed to import: ImportError: libfoo.so not found "
+                                        "(file "), reasons["raises"]
+    assert reasons["raises"].endswith("fake_raises.py, line 1)"), reasons["raises"]
     assert "does not match the hook specifications" in reasons["mismatch"]
     assert "extra" in reasons["mismatch"]
     assert "does not implement the hook(s) run" in reasons["missing"]
@@ -81,7 +84,8 @@ def test_load_plugins_env_selects_distributions(fake_dist, monkeypatch):
     assert "direct.naive" in ids and "fake.a" in ids
     assert all(i == "fake.a" or i.startswith("direct.") for i in ids)
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "")
-    assert SolverRegistry().ids() == []
+    with pytest.warns(UserWarning, match="WTICONV_LOAD_PLUGINS is set but empty"):
+        assert SolverRegistry().ids() == []
 
 
 def test_disable_solvers_env(monkeypatch):

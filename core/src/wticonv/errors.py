@@ -21,6 +21,7 @@ __all__ = [
     "StoreError",
     "HostMemoryError",
     "PluginError",
+    "ContractError",
     "SolverNotFoundError",
     "SolverNotApplicableError",
     "NoApplicableSolverError",
@@ -83,6 +84,11 @@ class KernelBuildError(WticonvError):
 
 class PluginError(WticonvError):
     """A solver plugin does not honour the contract (bad object, hooks, or id)."""
+
+
+class ContractError(PluginError, ValueError):
+    """A solver's hook answered a value the hook reference forbids (a NaN WTI, a negative
+    workspace, ``None`` from ``is_applicable``); the message names the hook and the value."""
 
 
 class SolverNotFoundError(WticonvError, LookupError):

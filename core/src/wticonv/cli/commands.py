@@ -137,6 +137,7 @@ def cli(trace: bool) -> None:
 @_json_option
 def solvers(as_json: bool) -> int:
     """List installed solvers and quarantined plugin entry points."""
+    from ..contract import dynamic_answer
     from ..plugins import SolverRegistry
 
     reg = SolverRegistry()
@@ -144,7 +145,7 @@ def solvers(as_json: bool) -> int:
     for sid in reg.ids():
         e = reg.solvers[sid]
         try:
-            dynamic = bool(reg.call(sid, "is_dynamic"))
+            dynamic = dynamic_answer(reg.call(sid, "is_dynamic"))
         except Exception as exc:  # noqa: BLE001 - report, never crash a listing
             dynamic = f"error: {exc}"
         rows.append({"solver": sid, "distribution": e.distribution, "version": e.version,

@@ -89,5 +89,6 @@ def problems(max_n: int = 3, max_channels: int = 12, max_picture: int = 14):
     return draw()
 
 
-from .checks import CHECKS, CheckFailure  # noqa: E402 - after EDGE_SHAPES, which they use
+from .checks import CHECKS  # noqa: E402 - after EDGE_SHAPES, which they use
+from .failure import CheckFailure  # noqa: E402
 from .kit import SolverReport, check_solver, default_corpus, parametrize_with_checks  # noqa: E402

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import EDGE_SHAPES
-from .checks import CHECKS, CheckFailure, SolverUnderTest
+from .checks import CHECKS
+from .failure import CheckFailure
+from .sut import SolverUnderTest
 
 __all__ = ["CheckResult", "SolverReport", "check_solver", "parametrize_with_checks",
            "default_corpus"]
@@ -34,12 +36,15 @@ def default_corpus() -> list:
 @dataclass
 class CheckResult:
     """One check's outcome: ``passed``, or the failure message; ``expected`` is the reason
-    given for an expected failure ("" when none was expected)."""
+    given for an expected failure ("" when none was expected); ``covered``, for a passed
+    check, how many problems (corpus problems in each direction, plus those hypothesis
+    drew) it covered."""
 
     check: str
     passed: bool
     message: str = ""
     expected: str = ""
+    covered: int | None = None
 
 
 @dataclass
@@ -60,6 +65,8 @@ class SolverReport:
             state = ("passed" if r.passed and not r.expected else
                      "PASSED, but was expected to fail" if r.passed else
                      f"failed as expected ({r.expected})" if r.expected else "FAILED")
+            if r.passed and r.covered is not None:
+                state += f" ({r.covered} problem{'s' if r.covered != 1 else ''})"
             lines.append(f"  {r.check:16} {state}" + (f": {r.message}" if r.message else ""))
         return "\n".join(lines)
 
@@ -120,14 +127,15 @@ def check_solver(solver_id: str, handle=None, corpus=None, checks=None,
     report = SolverReport(solver_id)
     for name in names:
         try:
-            CHECKS[name](sut)
+            covered = CHECKS[name](sut)
         except CheckFailure as e:
             report.results.append(CheckResult(name, False, str(e), expected.get(name, "")))
         except Exception as e:  # noqa: BLE001 - a crash is a failure of that check
             report.results.append(CheckResult(name, False, f"{type(e).__name__}: {e}",
                                               expected.get(name, "")))
         else:
-            report.results.append(CheckResult(name, True, "", expected.get(name, "")))
+            report.results.append(CheckResult(name, True, "", expected.get(name, ""),
+                                              covered if isinstance(covered, int) else None))
     if raise_on_failure and not all(r.passed != bool(r.expected) for r in report.results):
         raise CheckFailure(str(report))
     return report
