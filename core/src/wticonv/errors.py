@@ -96,7 +96,20 @@ class SolverNotFoundError(WticonvError, LookupError):
 
 
 class SolverNotApplicableError(WticonvError):
-    """A forced solver (``solver=``, ``-S``) declined the problem."""
+    """A forced solver (``solver=``, ``-S``) cannot run the problem (it declined, a hook
+    failed, or its workspace does not fit).
+
+    Attributes
+    ----------
+    declined : str or None
+        The solver's own reason when its ``is_applicable`` declined the problem (a
+        :class:`~wticonv.Decline`'s reason, or "declined (no reason given)"); None when
+        something else stops it.
+    """
+
+    def __init__(self, message: str = "", declined: str | None = None) -> None:
+        super().__init__(message)
+        self.declined = declined
 
 
 class NoApplicableSolverError(WticonvError):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import ArgumentError
 
-__all__ = ["new_solver", "NAME_RE"]
+__all__ = ["new_solver", "collisions", "NAME_RE"]
 
 #: Plugin names: a lowercase letter, then lowercase letters, digits or underscores.
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -200,6 +200,48 @@ def files(name: str) -> dict[str, str]:
     }
 
 
+def collisions(name: str) -> list[str]:
+    """What plugin ``name`` would collide with here, one phrase each ([] when nothing):
+    an installed distribution ``wticonv-<name>`` (installing the new one would replace
+    it), an importable package ``wticonv_<name>`` (one would shadow the other), or a
+    solver-id prefix ``<name>`` that installed solvers use (the new solvers would be
+    quarantined, :mod:`wticonv.ownership`). The built-in plugins' names are refused even
+    where they are not installed."""
+    import importlib.util
+
+    import importlib_metadata
+
+    from .ownership import norm_dist
+    from .plugins import BUILT_IN_DISTRIBUTIONS, SolverRegistry
+
+    dist = f"wticonv-{name}".replace("_", "-")
+    out = []
+    installed = {norm_dist(d.metadata["Name"] or "") for d in importlib_metadata.distributions()}
+    if norm_dist(dist) in installed:
+        out.append(f"the distribution {dist} is installed")
+    elif dist in BUILT_IN_DISTRIBUTIONS:
+        out.append(f"the distribution {dist} is a built-in plugin of wticonv")
+    try:
+        spec = importlib.util.find_spec(f"wticonv_{name}")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None:
+        where = spec.origin or ", ".join(spec.submodule_search_locations or [])
+        out.append(f"the package wticonv_{name} is importable (from {where})")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = SolverRegistry(disabled=())
+    owners = sorted({e.distribution or "a solver registered by hand"
+                     for sid, e in reg.solvers.items() if sid.split(".")[0] == name} |
+                    {q.distribution for q in reg.quarantined
+                     if q.solver_id.split(".")[0] == name})
+    if owners:
+        out.append(f"the solver-id prefix {name!r} is taken (by {', '.join(owners)})")
+    return out
+
+
 def new_solver(name: str, parent: str | Path = ".") -> Path:
     """Write the skeleton of plugin ``name`` into ``parent/wticonv-<name>`` and return that
     folder.
@@ -207,12 +249,17 @@ def new_solver(name: str, parent: str | Path = ".") -> Path:
     Raises
     ------
     ArgumentError
-        If ``name`` is not a valid plugin name, or the folder already exists.
+        If ``name`` is not a valid plugin name, collides with an installed distribution,
+        package or solver-id prefix (:func:`collisions`), or the folder already exists.
     """
     content = files(name)
     root = Path(parent) / f"wticonv-{name}"
     if root.exists():
         raise ArgumentError(f"{root} already exists; choose another name or folder")
+    clash = collisions(name)
+    if clash:
+        raise ArgumentError(f"plugin name {name!r} collides with what is installed: "
+                            f"{'; '.join(clash)}; choose another name (e.g. 'my{name}')")
     for rel, text in content.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -82,6 +82,9 @@ class Verdict:
     rank : int or None
         1-based position among the candidates.
     chosen : bool
+    declined : bool
+        ``is_applicable`` declined the problem (``reason`` says why); False when it
+        applies, or something else (a disabled solver, a failing hook) stops it.
     """
 
     solver_id: str
@@ -100,6 +103,8 @@ class Verdict:
     note: str = ""
     rank: int | None = None
     chosen: bool = False
+    #: ``is_applicable`` declined (not a dataclass field: JSON output leaves it out).
+    declined = False
 
     @property
     def candidate(self) -> bool:
@@ -200,6 +205,7 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
         ok = applicable_answer(is_applicable(problem, device, workspace_limit, None))
         if not ok:
             v.reason = (ok.reason if isinstance(ok, Decline) else "declined (no reason given)")
+            v.declined = True
             return v
         hook = "is_dynamic"
         v.dynamic = dynamic_answer(is_dynamic())
@@ -372,7 +378,8 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         v = next(v for v in verdicts if v.solver_id == solver)
         if not v.applicable:
             raise SolverNotApplicableError(
-                f"solver {solver!r} cannot run problem {problem.key}: {v.reason}")
+                f"solver {solver!r} cannot run problem {problem.key}: {v.reason}",
+                declined=v.reason if v.declined else None)
         if v.workspace > device.info.max_alloc_bytes:
             raise SolverNotApplicableError(
                 f"solver {solver!r} needs {v.workspace} bytes of workspace for problem "
