@@ -116,20 +116,31 @@ def _emit_json(data) -> None:
 @click.version_option(__version__, prog_name="wticonv")
 @click.option("--trace", is_flag=True, help="Print every solver hook call to stderr "
               "(same as WTICONV_TRACE=1).")
-def cli(trace: bool) -> None:
+@click.option("--no-plugin", "no_plugin", multiple=True, metavar="DIST",
+              help="Do not load this plugin distribution in this run (repeatable; as "
+                   "pytest's -p no:NAME; WTICONV_NO_PLUGINS=DIST,... does the same).")
+@click.option("--debug", is_flag=True, help="Show tracebacks: of errors, of plugins that "
+              "fail to import, of solvers set aside (same as WTICONV_DEBUG=1).")
+def cli(trace: bool, no_plugin: tuple[str, ...], debug: bool) -> None:
     """Convolutions on OpenCL devices, with the solver chosen by Wall-Time Index.
 
     \b
     Start with:
       wticonv solvers                      installed solvers and refused plugins
+      wticonv plugins                      plugin distributions (install, check, uninstall)
       wticonv bench resnet50 -n 1          the main job: a whole network, verified
       wticonv explain -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1
       wticonv conv -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
     """
-    if trace:
-        import os
+    import os
 
+    if trace:
         os.environ["WTICONV_TRACE"] = "1"
+    if debug:
+        os.environ["WTICONV_DEBUG"] = "1"
+    if no_plugin:
+        have = [v for v in os.environ.get("WTICONV_NO_PLUGINS", "").split(",") if v.strip()]
+        os.environ["WTICONV_NO_PLUGINS"] = ",".join(have + list(no_plugin))
 
 
 @cli.command()
@@ -157,7 +168,16 @@ def solvers(as_json: bool) -> int:
         _emit_json({"solvers": rows, "quarantined": bad})
     else:
         render.solvers(rows, bad)
+    filter_note(reg)
     return 0
+
+
+def filter_note(reg) -> None:
+    """A line on stderr naming the distributions a filter kept from loading, if any."""
+    if reg.skipped:
+        names = ", ".join(f"{d} ({why})" for d, why in sorted(reg.skipped.items()))
+        print(f"wticonv: note: a plugin filter is active; not loaded: {names} "
+              "(`wticonv plugins --all` lists them)", file=sys.stderr)
 
 
 @cli.command()
