@@ -196,3 +196,18 @@ def test_forcing_a_solver_warns_about_it_alone():
     assert "is_applicable failed: RuntimeError: kaput" in broken.reason   # still explained
     with pytest.warns(SolverWarning, match="kaput"):
         select(reg, PROBLEM, DEVICE)                  # not forced: it warns
+
+
+def test_debug_adds_the_traceback_to_a_set_aside_solvers_warning(monkeypatch):
+    def boom():
+        raise RuntimeError("kaput")
+
+    reg = registry(Fake("a.raises", applicable=boom), Fake("b.ok", 0.1))
+    with pytest.warns(SolverWarning) as seen:
+        select(reg, PROBLEM, DEVICE)
+    assert "Traceback" not in str(seen[0].message)
+    monkeypatch.setenv("WTICONV_DEBUG", "1")
+    with pytest.warns(SolverWarning) as seen:
+        select(reg, PROBLEM, DEVICE)
+    text = str(seen[0].message)
+    assert "Traceback (most recent call last)" in text and "RuntimeError: kaput" in text

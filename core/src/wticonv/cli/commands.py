@@ -163,7 +163,8 @@ def solvers(as_json: bool) -> int:
                      "dynamic": dynamic, "disabled": sid in reg.disabled,
                      "entry_point": e.entry_point})
     bad = [{"entry_point": q.entry_point, "distribution": q.distribution,
-            "version": q.version, "reason": q.reason} for q in reg.quarantined]
+            "version": q.version, "solver_id": q.solver_id, "reason": q.reason}
+           for q in reg.quarantined]
     if as_json:
         _emit_json({"solvers": rows, "quarantined": bad})
     else:
@@ -361,8 +362,10 @@ def new_solver(name: str, parent: str) -> int:
 
     \b
     It holds the solver NAME.direct (forward convolution in its own OpenCL kernel), the
-    entry point that registers it, and a conformance test. Then:
-      cd wticonv-NAME && pip install -e . && pytest tests && wticonv solvers
+    entry point that registers it, and a conformance test. NAME must not be taken: not
+    an installed distribution wticonv-NAME, package wticonv_NAME or solver-id prefix.
+    Then:
+      cd wticonv-NAME && wticonv install -e '.[test]' && pytest tests && wticonv plugins
     """
     from ..errors import ArgumentError
     from ..scaffold import new_solver as scaffold
@@ -371,8 +374,8 @@ def new_solver(name: str, parent: str) -> int:
         root = scaffold(name, parent)
     except ArgumentError as e:
         raise click.BadParameter(str(e), param_hint="NAME") from None
-    click.echo(f"created {root} (solver {name}.direct); next: cd {root} && pip install -e . "
-               "&& pytest tests")
+    click.echo(f"created {root} (solver {name}.direct); next: cd {root} && wticonv install "
+               "-e '.[test]' && pytest tests && wticonv check " + f"{name}.direct")
     return 0
 
 

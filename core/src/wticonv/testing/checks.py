@@ -37,7 +37,7 @@ QUERY_BUDGET_S = 2e-3
 
 
 # ----------------------------------------------------------------------------- checks
-def check_hooks(sut: SolverUnderTest) -> int:
+def check_hooks(sut: SolverUnderTest) -> int | None:
     """The solver is registered with every required hook (the registry checked their
     signatures against the specs, and its ``tolerance`` and ``max_wti``), ``is_dynamic``
     answers ``True`` or ``False``, and a tunable solver's ``perf_configs`` answers a list
@@ -55,7 +55,7 @@ def check_hooks(sut: SolverUnderTest) -> int:
         raise CheckFailure(str(e)) from None
     if entry.tunable:
         return len(sut.accepted()[:5])       # query() validated perf_configs on each
-    return 0
+    return None                              # nothing per problem to check
 
 
 def check_queries_pure(sut: SolverUnderTest) -> int:
