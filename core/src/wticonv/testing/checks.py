@@ -66,11 +66,14 @@ def check_queries_pure(sut: SolverUnderTest) -> int:
     builds = sut.builds()
 
     def twice(hook: str, p: ConvProblem):
-        answers, best = [], math.inf
+        answers, best, before = [], math.inf, sut.builds()
         for _ in range(2):
             t0 = time.perf_counter()
             answers.append(sut.call(hook, p))
             best = min(best, time.perf_counter() - t0)
+        if sut.builds() != before:          # before the time: a build is what took it
+            raise CheckFailure(f"the query hooks built {sut.builds() - before} program(s) "
+                               f"({hook} on {p.key}); build kernels in run only")
         if best > QUERY_BUDGET_S:
             raise CheckFailure(f"{hook} took {best * 1e3:.2f} ms per call on {p.key} "
                                f"({p.describe()}); the budget is {QUERY_BUDGET_S * 1e3:.0f} "
