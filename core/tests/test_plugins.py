@@ -180,3 +180,14 @@ def test_hook_api_versions_are_checked_and_mismatches_quarantined(fake_dist):
     # every built-in solver states a version this core supports
     assert all(set(e.obj.hook_api) & set(hookspecs.COMPATIBLE_HOOK_APIS)
                for e in reg.solvers.values() if e.distribution.startswith("wticonv-"))
+
+
+def test_an_unknown_solver_under_a_filter_names_the_filter(monkeypatch):
+    from wticonv import SolverNotFoundError
+
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-gemm")
+    reg = SolverRegistry()
+    with pytest.raises(SolverNotFoundError) as e:
+        reg.get("direct.naive")
+    assert "a plugin filter is active, not loaded: wticonv-direct (WTICONV_LOAD_PLUGINS)" in \
+        str(e.value)

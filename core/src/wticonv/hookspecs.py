@@ -129,7 +129,8 @@ class SolverSpec:
 
         **Returns:** ``True`` when the solver computes this problem correctly, else a
         :class:`Decline` with the reason (plain ``False`` is accepted but reports "no reason
-        given").
+        given"). Anything else (``None``, 0, a string) is a contract violation, reported
+        as such, never read as a decline.
 
         **Must not:** build kernels, allocate or touch device memory, or take more than a
         few microseconds. It must not raise for a valid problem; a solver that raises is set
@@ -145,7 +146,8 @@ class SolverSpec:
         **Returns:** ``True`` when N, H, W and the output size are run-time kernel arguments,
         so that one compiled program serves every batch size and picture size (a *dynamic*
         solver, eligible for the immediate-mode fallback); ``False`` when kernels are
-        compiled per shape (such solvers run only when forced, or in find mode).
+        compiled per shape (such solvers run only when forced, or in find mode). Exactly
+        a bool: ``"yes"`` or 1 is a contract violation.
 
         **Must not:** depend on anything but the solver itself.
         """

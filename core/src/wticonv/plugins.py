@@ -322,8 +322,13 @@ class SolverRegistry:
             return self.solvers[solver_id]
         except KeyError:
             known = ", ".join(self.ids()) or "none (is a solver plugin installed?)"
+            held = ""
+            if self.skipped:
+                held = ("; a plugin filter is active, not loaded: "
+                        + ", ".join(f"{d} ({why})" for d, why in sorted(self.skipped.items())))
             raise SolverNotFoundError(
-                f"no solver {solver_id!r} is installed; installed solvers: {known}") from None
+                f"no solver {solver_id!r} is installed; installed solvers: {known}{held}"
+            ) from None
 
     def call(self, solver_id: str, hook: str, **kwargs: Any) -> Any:
         """Call ``hook`` of one solver (plus any non-solver wrappers) and return its answer.
