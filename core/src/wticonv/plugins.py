@@ -75,6 +75,9 @@ class SolverEntry:
         The solver object (the pluggy plugin).
     tunable : bool
         It implements the optional ``perf_configs`` hook (``wticonv tune`` searches it).
+    tolerance, max_wti : float
+        Its declared ``tolerance`` (rms_range) and ``max_wti``, checked at registration
+        (:mod:`wticonv.contract`), or their defaults.
     """
 
     solver_id: str
@@ -83,6 +86,8 @@ class SolverEntry:
     entry_point: str
     obj: Any = field(compare=False, repr=False)
     tunable: bool = False
+    tolerance: float = 1e-5
+    max_wti: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -279,8 +284,7 @@ class SolverRegistry:
             raise PluginError(f"solver id {sid!r} is already registered by "
                               f"{other.distribution or 'another solver'}")
         _check_hook_api(sid, obj)
-        declared_tolerance(sid, obj)
-        declared_max_wti(sid, obj)
+        tolerance, max_wti = declared_tolerance(sid, obj), declared_max_wti(sid, obj)
         missing = [h for h in hookspecs.HOOK_NAMES
                    if not hasattr(obj, h) or self.pm.parse_hookimpl_opts(obj, h) is None]
         if missing:
@@ -300,7 +304,8 @@ class SolverRegistry:
             raise PluginError(f"solver {sid!r} implements unknown hook(s) {', '.join(unknown)}; "
                               f"the hooks are {', '.join(known)}")
         entry = SolverEntry(sid, distribution, version, entry_point, obj,
-                            tunable="perf_configs" in implemented)
+                            tunable="perf_configs" in implemented, tolerance=tolerance,
+                            max_wti=max_wti)
         self.solvers[sid] = entry
         self._callers.clear()
         return entry

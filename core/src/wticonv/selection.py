@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from .contract import (
-    DEFAULT_MAX_WTI,
     applicable_answer,
     dynamic_answer,
     workspace_answer,
@@ -217,7 +216,7 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
                                                       v.perf_config))
         hook = "get_wti"
         v.wti = wti_answer(get_wti(problem, device, workspace_limit, v.perf_config),
-                           getattr(entry.obj, "max_wti", DEFAULT_MAX_WTI))
+                           entry.max_wti)
         v.wti_source = "model"
     except _NotOffered as e:
         v.reason = str(e)
