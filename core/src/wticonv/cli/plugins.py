@@ -17,7 +17,7 @@ import sys
 import click
 
 from ..errors import SolverNotFoundError
-from .commands import _device_option, _emit_json, _json_option, cli
+from .commands import _device_option, _emit_json, _handle, _json_option, cli
 
 __all__ = ["plugins_info", "pip_command", "installed_solvers"]
 
@@ -152,7 +152,6 @@ def check(target, checks, examples, no_isolate, device, as_json) -> int:
     or on one SOLVER, and print a readable report: each check, passed with the number
     of problems it covered, or what failed and on which problem. Exit status 1 if a
     check fails or an entry point of DIST is quarantined."""
-    from ..handle import Handle
     from ..plugins import SolverRegistry
     from ..testing import CHECKS, check_solver
 
@@ -161,7 +160,7 @@ def check(target, checks, examples, no_isolate, device, as_json) -> int:
         raise click.BadParameter(f"unknown check(s) {', '.join(unknown)}; the checks are "
                                  f"{', '.join(CHECKS)}", param_hint="--check")
     ids, held = _targets(target, SolverRegistry())
-    handle = Handle(device)
+    handle = _handle(device)        # says so when it measures the device first
     reports = [check_solver(sid, handle, checks=list(checks) or None, examples=examples,
                             raise_on_failure=False, isolated=not no_isolate) for sid in ids]
     if as_json:
