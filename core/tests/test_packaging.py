@@ -17,6 +17,8 @@ import pytest
 hatchling = pytest.importorskip("hatchling")
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(not (REPO / "plugins").is_dir(),
+                                reason="needs the wticonv repository (every distribution)")
 DISTS = {
     # distribution folder: (package, tests to run from the sdist, a -k filter)
     "core": ("wticonv", ["tests/test_contract.py", "tests/test_find.py"],
@@ -81,3 +83,10 @@ def test_each_sdists_tests_run_on_their_own(folder, tmp_path):
                          cwd=root, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout and "error" not in out.stdout.lower().split("passed")[-1]
+    # and every test of the sdist finds its fixtures (resolved, not run: --setup-plan)
+    plan = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--setup-plan", "--confcutdir", str(root), "-c",
+                           str(root / "pyproject.toml"), "--rootdir", str(root), "tests"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-2000:]
+    assert "fixture '" not in plan.stdout and " error" not in plan.stdout.splitlines()[-1]
