@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from wticonv import hookspecs
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
