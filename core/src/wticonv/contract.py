@@ -57,7 +57,7 @@ def applicable_answer(value: Any) -> bool | Decline:
     ContractError
         For anything else (``None``, a string, a number): the hook must say yes or no.
     """
-    if isinstance(value, (bool, Decline)):
+    if value is True or isinstance(value, (bool, Decline)):
         return value
     if type(value).__name__ == "bool_" and type(value).__module__ == "numpy":
         return bool(value)
@@ -86,6 +86,8 @@ def workspace_answer(value: Any) -> int:
     ContractError
         For a negative number, a float, a bool, None or anything else.
     """
+    if type(value) is int and value >= 0:         # the common case, first (selection)
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ContractError(f"workspace_size returned {value!r:.60}, not a non-negative int "
                             "(bytes)")
@@ -102,6 +104,8 @@ def wti_answer(value: Any, max_wti: float = DEFAULT_MAX_WTI) -> float:
         For NaN, infinity, a negative value other than -2.0, a value above ``max_wti``, a
         bool, a string or anything else.
     """
+    if type(value) is float and 0 <= value <= max_wti:   # the common case, first
+        return value
     if not _real(value) or not math.isfinite(value) or (value < 0 and value != WTI_UNKNOWN):
         raise ContractError(f"get_wti returned {value!r:.60}, not a finite WTI >= 0 or -2.0 "
                             "(unknown)")
