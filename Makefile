@@ -1,13 +1,15 @@
 # The two commands of the README. Both set everything up on a fresh machine.
 #   make demo   set up, then run the main job: ResNet-50, all directions, verified
 #   make test   set up, then run the whole test suite
+#   make docs   set up, then build the documentation site into build/site (MkDocs,
+#               strict: a warning or a broken link fails)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_N ?= 1
 
-.PHONY: demo test setup clean
+.PHONY: demo test docs setup clean
 
 setup: $(STAMP)
 
@@ -29,5 +31,12 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest
 
+$(VENV)/.docs-installed: $(STAMP) docs/requirements.txt
+	$(BIN)/python -m pip install -q -r docs/requirements.txt
+	@touch $@
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/python -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build/site

@@ -127,18 +127,26 @@ def builtin_solvers(registry) -> list[str]:
             in packages]
 
 
+def _normal(source: str) -> str:
+    """``source`` without the ``#line`` directives the plugins' loaders add (so that build
+    errors name the file, see wticonv.kernelfiles) and without blank lines, for comparing
+    a built source with a file's text."""
+    return "\n".join(ln.rstrip() for ln in source.splitlines()
+                     if ln.strip() and not ln.startswith("#line "))
+
+
 class Recorder:
     """Programs built and kernels launched, by source file."""
 
     def __init__(self, files: dict[str, str]) -> None:
-        self.by_source = {src: name for name, src in files.items()}
+        self.by_source = {_normal(src): name for name, src in files.items()}
         self.programs: dict[int, tuple[str, str]] = {}
         self.builds: dict[tuple[str, str], list[str]] = {}
         self.launched: list[tuple[str, str, str]] = []
 
     def built(self, source: str, options: str, prg) -> None:
         """Note a program built from ``source`` with ``options``."""
-        file = self.by_source.get(source, "<not a plugin file>")
+        file = self.by_source.get(_normal(source), "<not a plugin file>")
         self.programs[prg.int_ptr] = (file, options)
         self.builds[(file, options)] = sorted(prg.kernel_names.split(";"))
 

@@ -156,3 +156,21 @@ def test_bench_fails_on_a_wrong_solver(tmp_path, fake_dist):
     assert ok.returncode == 0
     good = json.loads(ok.stdout)["rows"][0]
     assert good["ok"] and good["solver"] != "wrong.zero"
+
+
+def test_bench_with_a_forced_solver_counts_declines_apart(capsys):
+    # issue 17: winograd.f2x3 declines ResNet-50's 1x1 and 7x7 layers; that is no
+    # failure: each says "declined: reason", and the exit status stays 0.
+    rc = main(["bench", "resnet50", "-n", "1", "--directions", "fwd", "-i", "1",
+               "-S", "winograd.f2x3", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    declined = [r for r in data["rows"] if r["declined"]]
+    ran = [r for r in data["rows"] if not r["declined"]]
+    assert rc == 0 and data["failures"] == 0, data
+    assert data["declined"] == len(declined) > 0 and ran
+    assert all(r["message"].startswith("declined: ") and not r["ok"] for r in declined)
+    assert all(r["solver"] == "winograd.f2x3" and r["ok"] for r in ran)
+    rc = main(["bench", "resnet50", "-n", "1", "--directions", "fwd", "-i", "1",
+               "-S", "winograd.f2x3", "--no-verify"])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"{len(declined)} declined by winograd.f2x3" in out

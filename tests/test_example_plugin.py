@@ -98,3 +98,128 @@ def test_installed_example_is_listed_ranked_benched_and_conformant(venv, tmp_pat
                           timeout=600, cwd=tmp_path)
     assert test.returncode == 0, test.stdout[-2000:]
     assert "9 passed" in test.stdout
+
+
+FAULTS = '''
+"""A plugin author's deliberate faults (issue 17), each in its own solver."""
+import time
+
+from wticonv import hookimpl
+from wticonv_example.solver import DirectSolver
+
+
+class NanStride2(DirectSolver):
+    solver_id = "faults.nan_stride2"
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        return float("nan") if problem.stride_h == 2 else 0.005
+
+
+class NegativeWorkspace(DirectSolver):
+    solver_id = "faults.negative_ws"
+
+    @hookimpl
+    def workspace_size(self, problem, device):
+        return -4 if problem.n == 1 else 0
+
+
+class StringWti(DirectSolver):
+    solver_id = "faults.string_wti"
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        return "fast" if problem.c == 32 else 0.005
+
+
+class SlowWti(DirectSolver):
+    solver_id = "faults.slow_wti"
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        time.sleep(0.010)
+        return 0.005
+
+
+class ApplicableNone(DirectSolver):
+    solver_id = "faults.applicable_none"
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        return None if problem.direction != "fwd" else True
+
+
+class DynamicYes(DirectSolver):
+    solver_id = "faults.dynamic_yes"
+
+    @hookimpl
+    def is_dynamic(self):
+        return "yes"
+
+
+class Loose(DirectSolver):
+    solver_id = "faults.loose"
+    tolerance = 0.5
+
+
+class Tight(DirectSolver):
+    solver_id = "faults.tight"
+    tolerance = "tight"
+
+
+class Impostor(DirectSolver):
+    solver_id = "direct.naive"
+
+
+SOLVERS = [NanStride2(), NegativeWorkspace(), StringWti(), SlowWti(), ApplicableNone(),
+           DynamicYes(), Loose(), Tight(), Impostor()]
+'''
+
+
+def test_a_fresh_users_faults_are_each_caught_and_named(venv, tmp_path):
+    """The trial of issue 17: a plugin written from the guide, installed with pip next to
+    the wheels' core, whose author deliberately writes each fault: the kit catches every
+    fault and names the hook, and the registry never runs the impostor."""
+    dist = tmp_path / "wticonv-faults"
+    (dist / "src" / "wticonv_faults").mkdir(parents=True)
+    (dist / "src" / "wticonv_faults" / "__init__.py").write_text(FAULTS)
+    (dist / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling>=1.18"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "wticonv-faults"\nversion = "0.1.0"\n'
+        '[project.entry-points."wticonv.solvers"]\nall = "wticonv_faults"\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/wticonv_faults"]\n')
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    subprocess.run([str(venv), "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", str(dist)], check=True, env=env, timeout=600)
+    try:
+        out = _wticonv(venv, "check", "wticonv-faults", "--check", "hooks", "--check",
+                       "queries_pure", "--check", "wti", "--check", "reference",
+                       "--examples", "1", "--json")
+        assert out.returncode == 1, out.stderr
+        report = json.loads(out.stdout)
+        failed = {s["solver_id"]: {r["check"]: r["message"] for r in s["results"]
+                                   if not r["passed"]} for s in report["solvers"]}
+        expected = {"faults.nan_stride2": ("wti", "get_wti returned nan"),
+                    "faults.negative_ws": ("wti", "workspace_size returned -4"),
+                    "faults.string_wti": ("wti", "get_wti returned 'fast'"),
+                    "faults.slow_wti": ("queries_pure", "get_wti took "),
+                    "faults.applicable_none": ("wti", "is_applicable returned None"),
+                    "faults.dynamic_yes": ("hooks", "is_dynamic returned 'yes'"),
+                    "faults.loose": ("reference", "looser than the kit accepts")}
+        assert set(failed) == set(expected), failed
+        for sid, (check, said) in expected.items():
+            assert said in failed[sid].get(check, ""), (sid, failed[sid])
+        held = {q["solver_id"]: q["reason"] for q in report["quarantined"]}
+        assert "declares tolerance = 'tight'" in held["faults.tight"]
+        assert "belongs to the distribution wticonv-direct" in held["direct.naive"]
+        out = _wticonv(venv, "conv", "-n", "1", "-c", "4", "-H", "8", "-W", "8", "-k", "4",
+                       "-y", "3", "-x", "3", "-F", "1", "-i", "1", "-S", "direct.naive",
+                       "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["results"][0]["solver"] == "direct.naive"
+        listed = json.loads(_wticonv(venv, "solvers", "--json").stdout)["solvers"]
+        assert [r["distribution"] for r in listed if r["solver"] == "direct.naive"] == [
+            "wticonv-direct"]
+    finally:
+        subprocess.run([str(venv), "-m", "pip", "uninstall", "-q", "-y", "wticonv-faults"],
+                       env=env, timeout=600)

@@ -6,9 +6,13 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
 from wticonv import hookspecs
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+# The docs live in the repository, not in the core's sdist.
+pytestmark = pytest.mark.skipif(not (DOCS / "hooks.md").is_file(),
+                                reason="needs the wticonv repository's docs/")
 
 
 def test_every_hook_is_documented_with_its_signature():

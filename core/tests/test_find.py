@@ -267,3 +267,27 @@ def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch):
     warmups, timed = order[:len(ran)], order[len(ran):]
     assert sorted(warmups) == sorted(ran)            # every solver warmed up first
     assert timed == warmups * 3                      # then one run of each per round
+
+
+def test_find_never_times_disabled_solvers(own_handle, monkeypatch):
+    # issue 17: WTICONV_DISABLE_SOLVERS keeps a solver out of find (and of its tuning),
+    # not only out of the ranking.
+    from wticonv.plugins import SolverRegistry
+
+    h = wticonv.Handle(own_handle.device,
+                       SolverRegistry(disabled={"direct.naive", "direct.tiled"}))
+    ran = []
+    real_run = h.run
+
+    def run(problem, tensors, **kw):
+        sel = kw.get("selection")
+        ran.append(sel.solver_id if sel is not None else kw.get("solver"))
+        return real_run(problem, tensors, **kw)
+
+    monkeypatch.setattr(h, "run", run)
+    results = {r.solver_id: r for r in find(h, P, iterations=1, record=False)}
+    assert "direct.naive" not in ran and "direct.tiled" not in ran
+    for sid in ("direct.naive", "direct.tiled"):
+        assert results[sid].time_ms is None
+        assert results[sid].reason == "disabled (WTICONV_DISABLE_SOLVERS)"
+    assert any(r.time_ms is not None for r in results.values())

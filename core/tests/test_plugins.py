@@ -57,7 +57,10 @@ def test_broken_plugins_are_quarantined_and_never_stop_the_others(fake_dist):
     assert {"fake.good", "fake.one", "fake.two", "direct.naive"} <= set(reg.ids())
     reasons = {q.entry_point.split(" = ")[0]: q.reason for q in reg.quarantined
                if q.distribution == "fake-plugins"}
-    assert reasons["raises"] == "failed to import: ImportError: libfoo.so not found"
+    # the file and line where the import failed (issue 17)
+    assert reasons["raises"].startswith("failed to import: ImportError: libfoo.so not found "
+                                        "(file "), reasons["raises"]
+    assert reasons["raises"].endswith("fake_raises.py, line 1)"), reasons["raises"]
     assert "does not match the hook specifications" in reasons["mismatch"]
     assert "extra" in reasons["mismatch"]
     assert "does not implement the hook(s) run" in reasons["missing"]
@@ -81,7 +84,8 @@ def test_load_plugins_env_selects_distributions(fake_dist, monkeypatch):
     assert "direct.naive" in ids and "fake.a" in ids
     assert all(i == "fake.a" or i.startswith("direct.") for i in ids)
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "")
-    assert SolverRegistry().ids() == []
+    with pytest.warns(UserWarning, match="WTICONV_LOAD_PLUGINS is set but empty"):
+        assert SolverRegistry().ids() == []
 
 
 def test_disable_solvers_env(monkeypatch):
@@ -176,3 +180,14 @@ def test_hook_api_versions_are_checked_and_mismatches_quarantined(fake_dist):
     # every built-in solver states a version this core supports
     assert all(set(e.obj.hook_api) & set(hookspecs.COMPATIBLE_HOOK_APIS)
                for e in reg.solvers.values() if e.distribution.startswith("wticonv-"))
+
+
+def test_an_unknown_solver_under_a_filter_names_the_filter(monkeypatch):
+    from wticonv import SolverNotFoundError
+
+    monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-gemm")
+    reg = SolverRegistry()
+    with pytest.raises(SolverNotFoundError) as e:
+        reg.get("direct.naive")
+    assert "a plugin filter is active, not loaded: wticonv-direct (WTICONV_LOAD_PLUGINS)" in \
+        str(e.value)

@@ -178,3 +178,36 @@ def test_selection_to_dict_is_complete():
     d = select(registry(Fake("a.x", 0.3, 8)), PROBLEM, DEVICE).to_dict()
     assert d["problem"] == PROBLEM.key and d["chosen"] == "a.x"
     assert d["solvers"][0]["wti"] == 0.3 and d["solvers"][0]["workspace"] == 8
+
+
+def test_forcing_a_solver_warns_about_it_alone():
+    # issue 17: `conv -S one.solver` printed every other broken solver's warnings.
+    import warnings
+
+    def boom():
+        raise RuntimeError("kaput")
+
+    reg = registry(Fake("a.broken", applicable=boom), Fake("b.ok", 0.1))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        sel = select(reg, PROBLEM, DEVICE, solver="b.ok")
+    assert sel.solver_id == "b.ok" and not seen
+    broken = next(v for v in sel.verdicts if v.solver_id == "a.broken")
+    assert "is_applicable failed: RuntimeError: kaput" in broken.reason   # still explained
+    with pytest.warns(SolverWarning, match="kaput"):
+        select(reg, PROBLEM, DEVICE)                  # not forced: it warns
+
+
+def test_debug_adds_the_traceback_to_a_set_aside_solvers_warning(monkeypatch):
+    def boom():
+        raise RuntimeError("kaput")
+
+    reg = registry(Fake("a.raises", applicable=boom), Fake("b.ok", 0.1))
+    with pytest.warns(SolverWarning) as seen:
+        select(reg, PROBLEM, DEVICE)
+    assert "Traceback" not in str(seen[0].message)
+    monkeypatch.setenv("WTICONV_DEBUG", "1")
+    with pytest.warns(SolverWarning) as seen:
+        select(reg, PROBLEM, DEVICE)
+    text = str(seen[0].message)
+    assert "Traceback (most recent call last)" in text and "RuntimeError: kaput" in text

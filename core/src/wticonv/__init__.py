@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 
 from .api import conv2d, conv2d_input, conv2d_weight
+from .contract import DEFAULT_TOLERANCE, declared_tolerance
 from .device import Device, DeviceInfo, list_devices, select_device
-from .errors import (ArgumentError, DeviceError, DeviceMemoryError, DriverArgsError,
-                     HostMemoryError, KernelBuildError,
+from .errors import (ArgumentError, ContractError, DeviceError, DeviceMemoryError,
+                     DriverArgsError, HostMemoryError, KernelBuildError,
                      KeyFormatError,
                      NetworkError, NoApplicableSolverError, PluginError, ProblemError,
                      SolverNotApplicableError, SolverNotFoundError, SolverRunError,
@@ -33,9 +34,6 @@ from .selection import Selection, Verdict
 from .tensors import ConvTensors
 
 __version__ = "0.1.0"
-
-#: rms_range tolerance used when a solver declares none (``tolerance`` attribute).
-DEFAULT_TOLERANCE = 1e-5
 
 
 def explain(problem: ConvProblem, workspace_limit: int | None = None,
@@ -65,14 +63,14 @@ def solver_tolerance(handle: Handle, solver_id: str, problem: ConvProblem | None
                      ) -> float:
     """The rms_range tolerance for ``solver_id`` (on ``problem``).
 
-    The solver's declared ``tolerance`` (else :data:`DEFAULT_TOLERANCE`) holds for sums of
+    The solver's declared ``tolerance`` (else :data:`DEFAULT_TOLERANCE`; the registry
+    refuses, at load time, a solver declaring one that is not a number between 0 and 1,
+    see :mod:`wticonv.contract`) holds for sums of
     up to 1024 products; beyond, it grows as sqrt(length / 1024) (:func:`reduction_length`),
     as the rounding error of a float32 sum of random terms does. E.g. a backward-weights
     pass over 2 x 499 x 496 pixels allows 22 x the base tolerance.
     """
-    obj = handle.registry.get(solver_id).obj
-    tol = getattr(obj, "tolerance", None)
-    base = float(tol) if isinstance(tol, (int, float)) and tol > 0 else DEFAULT_TOLERANCE
+    base = declared_tolerance(solver_id, handle.registry.get(solver_id).obj)
     if problem is None:
         return base
     return base * max(1.0, math.sqrt(reduction_length(problem) / 1024))
@@ -85,7 +83,8 @@ __all__ = [
     "Selection", "Verdict", "Decline", "hookimpl", "WTI_UNKNOWN", "DEFAULT_TOLERANCE",
     "get_handle", "list_devices", "select_device", "reference", "rms_range",
     "WticonvError", "ArgumentError", "ProblemError", "KeyFormatError", "DriverArgsError", "TensorError",
-    "DeviceError", "DeviceMemoryError", "HostMemoryError", "KernelBuildError", "PluginError", "SolverNotFoundError",
+    "DeviceError", "DeviceMemoryError", "HostMemoryError", "KernelBuildError", "PluginError",
+    "ContractError", "SolverNotFoundError",
     "SolverNotApplicableError", "NoApplicableSolverError", "SolverRunError", "NetworkError",
     "SolverWarning", "__version__",
 ]

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import HostMemoryError, WticonvError, one_line
+from .errors import HostMemoryError, SolverNotApplicableError, WticonvError, one_line
 from .handle import Handle
 from .networks import Network
 from .problem import DIRECTIONS, ConvProblem
@@ -52,6 +52,7 @@ class BenchRow:
     tolerance: float | None = None
     ok: bool = False
     message: str = ""
+    declined: bool = False
 
 
 @dataclass
@@ -74,8 +75,14 @@ class BenchReport:
 
     @property
     def failures(self) -> list[BenchRow]:
-        """Rows that failed verification or could not run."""
-        return [r for r in self.rows if not r.ok]
+        """Rows that failed verification or could not run (a forced solver declining a
+        layer is no failure: see :attr:`declines`)."""
+        return [r for r in self.rows if not r.ok and not r.declined]
+
+    @property
+    def declines(self) -> list[BenchRow]:
+        """Rows a forced solver (``-S``) declined; their message says "declined: reason"."""
+        return [r for r in self.rows if r.declined]
 
     def total_ms(self, which: str = "measured_ms") -> float:
         """Network time: sum over rows of count x time (ms), for ``measured_ms`` or
@@ -94,6 +101,7 @@ class BenchReport:
         d["total_predicted_ms"] = self.total_ms("predicted_ms")
         d["total_flops"] = self.total_flops
         d["failures"] = len(self.failures)
+        d["declined"] = len(self.declines)
         d["kernel_builds"] = self.source_builds + self.binary_loads
         return d
 
@@ -318,6 +326,12 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
                        flops=p.flops)
         try:
             _bench_one(handle, p, row, iterations, verify, workspace_limit, solver, seed=i)
+        except SolverNotApplicableError as e:
+            row.ok = False
+            if e.declined is not None:
+                row.declined, row.solver, row.message = True, solver, f"declined: {e.declined}"
+            else:
+                row.message = one_line(e)
         except WticonvError as e:
             row.ok = False
             row.message = one_line(e)

@@ -21,6 +21,7 @@ __all__ = [
     "StoreError",
     "HostMemoryError",
     "PluginError",
+    "ContractError",
     "SolverNotFoundError",
     "SolverNotApplicableError",
     "NoApplicableSolverError",
@@ -85,12 +86,30 @@ class PluginError(WticonvError):
     """A solver plugin does not honour the contract (bad object, hooks, or id)."""
 
 
+class ContractError(PluginError, ValueError):
+    """A solver's hook answered a value the hook reference forbids (a NaN WTI, a negative
+    workspace, ``None`` from ``is_applicable``); the message names the hook and the value."""
+
+
 class SolverNotFoundError(WticonvError, LookupError):
     """A solver id was asked for that no installed plugin provides."""
 
 
 class SolverNotApplicableError(WticonvError):
-    """A forced solver (``solver=``, ``-S``) declined the problem."""
+    """A forced solver (``solver=``, ``-S``) cannot run the problem (it declined, a hook
+    failed, or its workspace does not fit).
+
+    Attributes
+    ----------
+    declined : str or None
+        The solver's own reason when its ``is_applicable`` declined the problem (a
+        :class:`~wticonv.Decline`'s reason, or "declined (no reason given)"); None when
+        something else stops it.
+    """
+
+    def __init__(self, message: str = "", declined: str | None = None) -> None:
+        super().__init__(message)
+        self.declined = declined
 
 
 class NoApplicableSolverError(WticonvError):

@@ -188,6 +188,9 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
          record: bool = True, search: bool = True) -> list[FindResult]:
     """Time every applicable solver of ``handle`` on ``problem``; fastest first.
 
+    Solvers disabled by ``WTICONV_DISABLE_SOLVERS`` (``handle.registry.disabled``) are
+    neither timed nor tuned: their result says "disabled (WTICONV_DISABLE_SOLVERS)".
+
     Parameters
     ----------
     handle : Handle
@@ -212,29 +215,35 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
         If ``iterations`` < 1, ``time_cap_ms`` <= 0 or ``workspace_limit`` is negative.
     """
     check_limits(iterations, time_cap_ms, workspace_limit)
-    results = [FindResult(sid, handle.registry.solvers[sid].version)
-               for sid in handle.registry.ids()]
+    reg = handle.registry
+    results = [FindResult(sid, reg.solvers[sid].version) for sid in reg.ids()]
+    for r in results:                   # never timed, nor tuned: only explained
+        if r.solver_id in reg.disabled:
+            r.reason = "disabled (WTICONV_DISABLE_SOLVERS)"
+    active = [r for r in results if r.solver_id not in reg.disabled]
     try:
         with problem_tensors(handle, problem) as tensors:
             tuned = {}
             if search:
                 from .tune import tune
 
+                tunable = [r.solver_id for r in active if reg.solvers[r.solver_id].tunable]
                 tuned = {t.solver_id: t for t in tune(handle, problem, workspace_limit,
                                                       iterations, time_cap_ms, record=record,
-                                                      tensors=tensors) if t.best_config}
+                                                      solvers=tunable, tensors=tensors)
+                         if t.best_config}
             configs = {r.solver_id: tuned[r.solver_id].best_config
-                       if r.solver_id in tuned else None for r in results}
+                       if r.solver_id in tuned else None for r in active}
             timings = timed_together(handle, problem, iterations, time_cap_ms,
                                      workspace_limit, configs, tensors)
-            for r in results:
+            for r in active:
                 t = timings[r.solver_id]
                 if isinstance(t, WticonvError):
                     r.reason = str(t).splitlines()[0]
                 else:
                     r.time_ms, r.runs, r.capped, r.workspace, r.perf_config = t
     except WticonvError as e:           # the tensors themselves do not fit
-        for r in results:
+        for r in active:
             r.reason = str(e).splitlines()[0]
     ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
     if record:

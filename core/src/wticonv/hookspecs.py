@@ -22,6 +22,14 @@ are called for every installed solver whenever a new problem is ranked, so they 
 fast (microseconds), deterministic and free of side effects: no kernel builds, no device
 allocations, no kernel launches. Only ``run`` touches the device.
 
+A solver also declares ``hook_api`` (the versions below it was written for), ``tolerance``
+(the rms_range its results meet against the float64 reference: a number in (0, 1),
+default 1e-5) and, if its algorithm saves multiplications, ``max_wti`` (a number in
+(0, 16], default 1.0); the registry refuses, at load time, values out of range
+(:mod:`wticonv.contract`). The prefix of ``solver_id`` belongs to one distribution
+(:mod:`wticonv.ownership`). Answers of the wrong kind (``None`` from ``is_applicable``,
+``"yes"`` from ``is_dynamic``, a NaN WTI) are contract violations, reported as such.
+
 Non-solver plugins (tracing, verification) may register ``hookwrapper`` implementations of
 ``run``; they are called around every solver's ``run``.
 
@@ -121,7 +129,8 @@ class SolverSpec:
 
         **Returns:** ``True`` when the solver computes this problem correctly, else a
         :class:`Decline` with the reason (plain ``False`` is accepted but reports "no reason
-        given").
+        given"). Anything else (``None``, 0, a string) is a contract violation, reported
+        as such, never read as a decline.
 
         **Must not:** build kernels, allocate or touch device memory, or take more than a
         few microseconds. It must not raise for a valid problem; a solver that raises is set
@@ -137,7 +146,8 @@ class SolverSpec:
         **Returns:** ``True`` when N, H, W and the output size are run-time kernel arguments,
         so that one compiled program serves every batch size and picture size (a *dynamic*
         solver, eligible for the immediate-mode fallback); ``False`` when kernels are
-        compiled per shape (such solvers run only when forced, or in find mode).
+        compiled per shape (such solvers run only when forced, or in find mode). Exactly
+        a bool: ``"yes"`` or 1 is a contract violation.
 
         **Must not:** depend on anything but the solver itself.
         """

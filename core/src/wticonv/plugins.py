@@ -8,8 +8,16 @@ others. ``wticonv solvers`` lists both.
 
 Environment:
 
+Solver ids: the prefix of an id (before the dot) belongs to one distribution, whatever
+the order of discovery (:mod:`wticonv.ownership`): ``direct.*`` to ``wticonv-direct``, and
+so on. A solver claiming another distribution's prefix, or a prefix that two
+distributions claim, is quarantined with the reason.
+
 - ``WTICONV_LOAD_PLUGINS``: comma-separated distribution names; only their entry points
-  load. Set but empty: no plugin loads.
+  load. Set but empty: no plugin loads (a warning says so).
+- ``WTICONV_NO_PLUGINS``: comma-separated distribution names that do not load (what
+  ``wticonv --no-plugin NAME`` sets, as pytest's ``-p no:NAME``).
+- ``WTICONV_DEBUG=1``: tracebacks with errors, import failures and set-aside solvers.
 - ``WTICONV_DISABLE_SOLVERS``: comma-separated solver ids that stay registered but are
   never selected (``explain`` says "disabled").
 - ``WTICONV_TRACE=1``: print every hook call (solver, arguments, result, time) to stderr.
@@ -21,6 +29,7 @@ import os
 import re
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,11 +40,16 @@ import importlib_metadata
 import pluggy
 
 from . import hookspecs
+from .contract import declared_max_wti, declared_tolerance
 from .errors import PluginError, SolverNotFoundError
+from .ownership import claim_verdicts, norm_dist, prefix_owner
 
-__all__ = ["SolverRegistry", "SolverEntry", "Quarantined", "ENTRY_POINT_GROUP"]
+__all__ = ["SolverRegistry", "SolverEntry", "Quarantined", "ENTRY_POINT_GROUP",
+           "BUILT_IN_DISTRIBUTIONS", "prefix_owner", "debug_enabled", "filter_hint"]
 
 ENTRY_POINT_GROUP = "wticonv.solvers"
+#: The solver distributions made with the core (the isolated conformance kit keeps them).
+BUILT_IN_DISTRIBUTIONS = ("wticonv-direct", "wticonv-gemm", "wticonv-winograd")
 #: The query hooks selection asks every solver, in order, with the arguments it passes
 #: (a prefix of ``problem, device, workspace_limit, perf_config``).
 QUERY_HOOKS = (("is_applicable", ("problem", "device", "workspace_limit")),
@@ -61,6 +75,9 @@ class SolverEntry:
         The solver object (the pluggy plugin).
     tunable : bool
         It implements the optional ``perf_configs`` hook (``wticonv tune`` searches it).
+    tolerance, max_wti : float
+        Its declared ``tolerance`` (rms_range) and ``max_wti``, checked at registration
+        (:mod:`wticonv.contract`), or their defaults.
     """
 
     solver_id: str
@@ -69,16 +86,36 @@ class SolverEntry:
     entry_point: str
     obj: Any = field(compare=False, repr=False)
     tunable: bool = False
+    tolerance: float = 1e-5
+    max_wti: float = 1.0
 
 
 @dataclass(frozen=True)
 class Quarantined:
-    """An entry point (or solver object) that was refused, and why."""
+    """An entry point (or solver object) that was refused, and why.
+
+    Attributes
+    ----------
+    entry_point : str
+        ``name = value`` of the entry point.
+    distribution, version : str
+    reason : str
+        One line: what is wrong and how to fix it (an import failure names the file and
+        line where it was raised).
+    solver_id : str
+        The id the refused solver declares ("" when unknown: it failed to import, or the
+        entry point names no solver).
+    traceback : str
+        The formatted traceback of an import failure ("" otherwise); shown with
+        ``WTICONV_DEBUG=1`` / ``--debug``.
+    """
 
     entry_point: str
     distribution: str
     version: str
     reason: str
+    solver_id: str = ""
+    traceback: str = field(default="", compare=False, repr=False)
 
 
 def _env_list(name: str) -> list[str] | None:
@@ -88,8 +125,34 @@ def _env_list(name: str) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _norm_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+_norm_dist = norm_dist
+
+
+def debug_enabled() -> bool:
+    """``WTICONV_DEBUG`` is set to something other than "", 0, false or no."""
+    return os.environ.get("WTICONV_DEBUG", "").lower() not in ("", "0", "false", "no")
+
+
+def filter_hint() -> str:
+    """The line printed while ``WTICONV_LOAD_PLUGINS`` is set but empty."""
+    return ("wticonv: WTICONV_LOAD_PLUGINS is set but empty, so no solver plugin loads; "
+            "unset it (or name distributions in it) to load the installed plugins")
+
+
+def _where(error: BaseException) -> str:
+    """`` (file F, line L)``: where an import failure was raised, the plugin's own file
+    when the traceback passes through one ("" when unknown)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" (file {error.filename}, line {error.lineno})"
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if "importlib" not in f.filename and not f.filename.startswith("<frozen")]
+    if not frames:
+        return ""
+    return f" (file {frames[-1].filename}, line {frames[-1].lineno})"
+
+
+def _traceback(error: BaseException) -> str:
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
 class SolverRegistry:
@@ -111,6 +174,9 @@ class SolverRegistry:
         self.pm.add_hookspecs(hookspecs.SolverSpec)
         self.solvers: dict[str, SolverEntry] = {}
         self.quarantined: list[Quarantined] = []
+        #: Distributions with solver entry points that a filter kept from loading ->
+        #: the filter (``WTICONV_LOAD_PLUGINS`` or ``--no-plugin``).
+        self.skipped: dict[str, str] = {}
         self.disabled: set[str] = set(disabled if disabled is not None
                                       else (_env_list("WTICONV_DISABLE_SOLVERS") or []))
         self._callers: dict[tuple[str, str], Any] = {}
@@ -124,42 +190,65 @@ class SolverRegistry:
 
     # -------------------------------------------------------------------- discovery
     def load_entry_points(self) -> None:
-        """Load every ``wticonv.solvers`` entry point (see module docstring)."""
+        """Load every ``wticonv.solvers`` entry point (see module docstring), then register
+        the solvers whose ids :mod:`wticonv.ownership` allows, whatever the order of
+        discovery; the others are quarantined with the reason."""
         only = _env_list("WTICONV_LOAD_PLUGINS")
         only_set = {_norm_dist(n) for n in only} if only is not None else None
+        blocked = {_norm_dist(n) for n in _env_list("WTICONV_NO_PLUGINS") or []}
         seen = set()
-        found_dists = set()
+        installed: dict[str, str] = {}           # normalised -> name, loaded or not
+        loaded: list[tuple[Any, str, str, str]] = []
         for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
             version = ep.dist.version if ep.dist is not None else ""
             if (dist, ep.name, ep.value) in seen:  # the same dist seen twice on sys.path
                 continue
             seen.add((dist, ep.name, ep.value))
-            found_dists.add(_norm_dist(dist))
+            installed.setdefault(_norm_dist(dist), dist)
             if only_set is not None and _norm_dist(dist) not in only_set:
+                self.skipped.setdefault(dist, "WTICONV_LOAD_PLUGINS")
+                continue
+            if _norm_dist(dist) in blocked:
+                self.skipped.setdefault(dist, "--no-plugin / WTICONV_NO_PLUGINS")
                 continue
             label = f"{ep.name} = {ep.value}"
             try:
-                loaded = ep.load()
+                obj = ep.load()
             except BaseException as e:  # noqa: BLE001 - a broken plugin must never be fatal
                 if isinstance(e, KeyboardInterrupt):
                     raise
                 self.quarantined.append(Quarantined(
-                    label, dist, version, f"failed to import: {type(e).__name__}: {e}"))
+                    label, dist, version, f"failed to import: {type(e).__name__}: {e}"
+                    f"{_where(e)}", traceback=_traceback(e)))
                 continue
-            objs = self._solver_objects(loaded)
+            objs = self._solver_objects(obj)
             if isinstance(objs, str):
                 self.quarantined.append(Quarantined(label, dist, version, objs))
                 continue
-            for obj in objs:
-                try:
-                    self.register(obj, distribution=dist, version=version, entry_point=label)
-                except PluginError as e:
-                    self.quarantined.append(Quarantined(label, dist, version, str(e)))
-        for name in sorted((only_set or set()) - found_dists):
-            warnings.warn(f"wticonv: WTICONV_LOAD_PLUGINS names {name!r}, but no installed "
-                          f"distribution with that name has {ENTRY_POINT_GROUP} entry points",
-                          stacklevel=3)
+            loaded += [(o, dist, version, label) for o in objs]
+        refused = claim_verdicts(
+            [(sid, dist) for o, dist, _, _ in loaded
+             for sid in [getattr(o, "solver_id", None)] if isinstance(sid, str)],
+            installed.values())
+        for obj, dist, version, label in loaded:
+            sid = getattr(obj, "solver_id", None)
+            sid = sid if isinstance(sid, str) else ""
+            if (sid, dist) in refused:
+                self.quarantined.append(Quarantined(label, dist, version,
+                                                    refused[(sid, dist)], sid))
+                continue
+            try:
+                self.register(obj, distribution=dist, version=version, entry_point=label)
+            except PluginError as e:
+                self.quarantined.append(Quarantined(label, dist, version, str(e), sid))
+        for name in sorted(((only_set or set()) | blocked) - set(installed)):
+            var = ("WTICONV_LOAD_PLUGINS" if name in (only_set or set())
+                   else "WTICONV_NO_PLUGINS (--no-plugin)")
+            warnings.warn(f"wticonv: {var} names {name!r}, but no installed distribution "
+                          f"with that name has {ENTRY_POINT_GROUP} entry points", stacklevel=3)
+        if only == []:
+            warnings.warn(filter_hint(), stacklevel=3)
         for sid in sorted(self.disabled - set(self.solvers)):
             warnings.warn(f"wticonv: WTICONV_DISABLE_SOLVERS names {sid!r}, which is not an "
                           "installed solver", stacklevel=3)
@@ -195,6 +284,7 @@ class SolverRegistry:
             raise PluginError(f"solver id {sid!r} is already registered by "
                               f"{other.distribution or 'another solver'}")
         _check_hook_api(sid, obj)
+        tolerance, max_wti = declared_tolerance(sid, obj), declared_max_wti(sid, obj)
         missing = [h for h in hookspecs.HOOK_NAMES
                    if not hasattr(obj, h) or self.pm.parse_hookimpl_opts(obj, h) is None]
         if missing:
@@ -214,7 +304,8 @@ class SolverRegistry:
             raise PluginError(f"solver {sid!r} implements unknown hook(s) {', '.join(unknown)}; "
                               f"the hooks are {', '.join(known)}")
         entry = SolverEntry(sid, distribution, version, entry_point, obj,
-                            tunable="perf_configs" in implemented)
+                            tunable="perf_configs" in implemented, tolerance=tolerance,
+                            max_wti=max_wti)
         self.solvers[sid] = entry
         self._callers.clear()
         return entry
@@ -236,8 +327,13 @@ class SolverRegistry:
             return self.solvers[solver_id]
         except KeyError:
             known = ", ".join(self.ids()) or "none (is a solver plugin installed?)"
+            held = ""
+            if self.skipped:
+                held = ("; a plugin filter is active, not loaded: "
+                        + ", ".join(f"{d} ({why})" for d, why in sorted(self.skipped.items())))
             raise SolverNotFoundError(
-                f"no solver {solver_id!r} is installed; installed solvers: {known}") from None
+                f"no solver {solver_id!r} is installed; installed solvers: {known}{held}"
+            ) from None
 
     def call(self, solver_id: str, hook: str, **kwargs: Any) -> Any:
         """Call ``hook`` of one solver (plus any non-solver wrappers) and return its answer.

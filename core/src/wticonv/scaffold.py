@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import ArgumentError
 
-__all__ = ["new_solver", "NAME_RE"]
+__all__ = ["new_solver", "collisions", "NAME_RE"]
 
 #: Plugin names: a lowercase letter, then lowercase letters, digits or underscores.
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -32,7 +32,8 @@ requires-python = ">=3.10"
 dependencies = ["wticonv>=0.1.0", "numpy>=1.24", "pyopencl>=2023.1"]
 
 [project.optional-dependencies]
-test = ["pytest>=8.0", "hypothesis>=6.80"]
+# the conformance kit's own dependencies (pytest, hypothesis)
+test = ["wticonv[testing]>=0.1.0"]
 
 # How wticonv finds the solver: group "wticonv.solvers", any name, value module:object.
 [project.entry-points."wticonv.solvers"]
@@ -44,14 +45,17 @@ packages = ["src/wticonv_{name}"]
 
 _README = '''# wticonv-{name}
 
-A [wticonv](https://example.invalid/wticonv) solver plugin, made by `wticonv new-solver
-{name}`: the solver `{name}.direct` computes forward convolutions, one work-item per output
-element (`src/wticonv_{name}/kernels/{name}.cl`).
+A solver plugin for [wticonv](https://pypi.org/project/wticonv/), made by `wticonv
+new-solver {name}`: the solver `{name}.direct` computes forward convolutions, one
+work-item per output element (`src/wticonv_{name}/kernels/{name}.cl`).
 
-    pip install -e .            # then: wticonv solvers, wticonv explain ...
+    pip install -e ".[test]"    # then: wticonv plugins, wticonv explain ...
     pytest tests                # the conformance kit: every check must pass
+    wticonv check {name}.direct    # the same checks, as a report
 
-Change one thing at a time, and run the tests after each.
+Change one thing at a time, and run the tests after each. wticonv's plugin guide (in
+its documentation) says what each hook must answer; `wticonv check --help` lists the
+checks.
 '''
 
 _INIT = '''"""wticonv-{name}: the solver {name}.direct (see solver.py)."""
@@ -70,11 +74,11 @@ kernel's time (see wticonv's docs/wti-models.md), or return -2.0 (unknown).
 from __future__ import annotations
 
 import functools
-import importlib.resources
 
 import numpy as np
 
 from wticonv import Decline, hookimpl
+from wticonv.kernelfiles import read_kernel
 
 #: Work-items per work-group.
 LOCAL = 64
@@ -85,9 +89,9 @@ WTI = 0.005
 @functools.lru_cache(maxsize=16)
 def _kernel(device):
     """The conv_fwd kernel for ``device``, built once (device.build caches the program on
-    disk too) and kept: retrieving it again per run costs time."""
-    source = (importlib.resources.files("wticonv_{name}") / "kernels" / "{name}.cl").read_text()
-    return device.build(source).conv_fwd
+    disk too) and kept: retrieving it again per run costs time. read_kernel puts a #line
+    directive first, so that build errors name kernels/{name}.cl and the line."""
+    return device.build(read_kernel("wticonv_{name}", "kernels", "{name}.cl")).conv_fwd
 
 
 class DirectSolver:
@@ -177,7 +181,9 @@ _TEST = '''"""The wticonv conformance kit on {name}.direct: every check must pas
 from wticonv.testing import parametrize_with_checks
 
 
-@parametrize_with_checks(["{name}.direct"])
+# isolated=True: only this solver and wticonv's built-in solvers are loaded, so other
+# installed plugins never show up here (see wticonv's plugin guide, "Testing in isolation").
+@parametrize_with_checks(["{name}.direct"], isolated=True)
 def test_conformance(solver_id, check, wticonv_handle):
     check(wticonv_handle)
 '''
@@ -200,6 +206,48 @@ def files(name: str) -> dict[str, str]:
     }
 
 
+def collisions(name: str) -> list[str]:
+    """What plugin ``name`` would collide with here, one phrase each ([] when nothing):
+    an installed distribution ``wticonv-<name>`` (installing the new one would replace
+    it), an importable package ``wticonv_<name>`` (one would shadow the other), or a
+    solver-id prefix ``<name>`` that installed solvers use (the new solvers would be
+    quarantined, :mod:`wticonv.ownership`). The built-in plugins' names are refused even
+    where they are not installed."""
+    import importlib.util
+
+    import importlib_metadata
+
+    from .ownership import norm_dist
+    from .plugins import BUILT_IN_DISTRIBUTIONS, SolverRegistry
+
+    dist = f"wticonv-{name}".replace("_", "-")
+    out = []
+    installed = {norm_dist(d.metadata["Name"] or "") for d in importlib_metadata.distributions()}
+    if norm_dist(dist) in installed:
+        out.append(f"the distribution {dist} is installed")
+    elif dist in BUILT_IN_DISTRIBUTIONS:
+        out.append(f"the distribution {dist} is a built-in plugin of wticonv")
+    try:
+        spec = importlib.util.find_spec(f"wticonv_{name}")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None:
+        where = spec.origin or ", ".join(spec.submodule_search_locations or [])
+        out.append(f"the package wticonv_{name} is importable (from {where})")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = SolverRegistry(disabled=())
+    owners = sorted({e.distribution or "a solver registered by hand"
+                     for sid, e in reg.solvers.items() if sid.split(".")[0] == name} |
+                    {q.distribution for q in reg.quarantined
+                     if q.solver_id.split(".")[0] == name})
+    if owners:
+        out.append(f"the solver-id prefix {name!r} is taken (by {', '.join(owners)})")
+    return out
+
+
 def new_solver(name: str, parent: str | Path = ".") -> Path:
     """Write the skeleton of plugin ``name`` into ``parent/wticonv-<name>`` and return that
     folder.
@@ -207,12 +255,17 @@ def new_solver(name: str, parent: str | Path = ".") -> Path:
     Raises
     ------
     ArgumentError
-        If ``name`` is not a valid plugin name, or the folder already exists.
+        If ``name`` is not a valid plugin name, collides with an installed distribution,
+        package or solver-id prefix (:func:`collisions`), or the folder already exists.
     """
     content = files(name)
     root = Path(parent) / f"wticonv-{name}"
     if root.exists():
         raise ArgumentError(f"{root} already exists; choose another name or folder")
+    clash = collisions(name)
+    if clash:
+        raise ArgumentError(f"plugin name {name!r} collides with what is installed: "
+                            f"{'; '.join(clash)}; choose another name (e.g. 'my{name}')")
     for rel, text in content.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,19 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import (ArgumentError, NoApplicableSolverError, SolverNotApplicableError,
-                     SolverWarning)
-from .hookspecs import WTI_UNKNOWN, Decline
+from .contract import (
+    applicable_answer,
+    dynamic_answer,
+    workspace_answer,
+    wti_answer,
+)
+from .errors import (
+    ArgumentError,
+    NoApplicableSolverError,
+    SolverNotApplicableError,
+    SolverWarning,
+)
+from .hookspecs import Decline
 from .tune import DEFAULT_PERF_CONFIG, offered_perf_configs, stored_perf_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +81,9 @@ class Verdict:
     rank : int or None
         1-based position among the candidates.
     chosen : bool
+    declined : bool
+        ``is_applicable`` declined the problem (``reason`` says why); False when it
+        applies, or something else (a disabled solver, a failing hook) stops it.
     """
 
     solver_id: str
@@ -89,6 +102,8 @@ class Verdict:
     note: str = ""
     rank: int | None = None
     chosen: bool = False
+    #: ``is_applicable`` declined (not a dataclass field: JSON output leaves it out).
+    declined = False
 
     @property
     def candidate(self) -> bool:
@@ -138,8 +153,15 @@ class Selection:
 
 
 def _warn(sid: str, problem: ConvProblem, what: str) -> None:
+    from .plugins import debug_enabled
+
+    tb = ""
+    if debug_enabled():
+        import traceback
+
+        tb = "\n" + traceback.format_exc()
     warnings.warn(f"wticonv: solver {sid!r} {what} for problem {problem.key}; it is set aside "
-                  "for this problem", SolverWarning, stacklevel=4)
+                  f"for this problem{tb}", SolverWarning, stacklevel=4)
 
 
 class _NotOffered(ValueError):
@@ -169,7 +191,7 @@ def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, dev
 
 def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: Device,
               workspace_limit: int | None, forced: bool,
-              forced_config: str | None = None) -> Verdict:
+              forced_config: str | None = None, quiet: bool = False) -> Verdict:
     entry = registry.solvers[sid]
     v = Verdict(solver_id=sid, distribution=entry.distribution)
     if sid in registry.disabled and not forced:
@@ -179,36 +201,29 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
     try:
         # registry.call(sid, hook, ...) of each query hook, as positional calls
         is_applicable, is_dynamic, workspace_size, get_wti = registry.query_callers(sid)
-        ok = is_applicable(problem, device, workspace_limit, None)
+        ok = applicable_answer(is_applicable(problem, device, workspace_limit, None))
         if not ok:
             v.reason = (ok.reason if isinstance(ok, Decline) else "declined (no reason given)")
+            v.declined = True
             return v
         hook = "is_dynamic"
-        v.dynamic = bool(is_dynamic())
+        v.dynamic = dynamic_answer(is_dynamic())
         if entry.tunable:
             hook = "perf_configs"
             _perf_config(registry, v, problem, device, workspace_limit, forced_config)
         hook = "workspace_size"
-        ws = workspace_size(problem, device, workspace_limit, v.perf_config)
-        if isinstance(ws, bool) or not isinstance(ws, int) or ws < 0:
-            raise ValueError(f"workspace_size returned {ws!r}, not a non-negative int (bytes)")
-        v.workspace = int(ws)
+        v.workspace = workspace_answer(workspace_size(problem, device, workspace_limit,
+                                                      v.perf_config))
         hook = "get_wti"
-        wti = get_wti(problem, device, workspace_limit, v.perf_config)
-        if isinstance(wti, bool) or not isinstance(wti, (int, float)) or not math.isfinite(wti) \
-                or (wti < 0 and wti != WTI_UNKNOWN):
-            raise ValueError(f"get_wti returned {wti!r}, not a finite WTI >= 0 or -2.0")
-        cap = getattr(entry.obj, "max_wti", 1.0)
-        if wti > cap:
-            raise ValueError(f"get_wti returned {wti!r}, above the solver's max_wti {cap} "
-                             "(declare max_wti if its algorithm saves multiplications)")
-        v.wti = float(wti)
+        v.wti = wti_answer(get_wti(problem, device, workspace_limit, v.perf_config),
+                           entry.max_wti)
         v.wti_source = "model"
     except _NotOffered as e:
         v.reason = str(e)
         return v
     except Exception as e:  # noqa: BLE001 - a misbehaving solver never stops selection
-        _warn(sid, problem, f"failed in {hook}: {type(e).__name__}: {e}")
+        if not quiet:
+            _warn(sid, problem, f"failed in {hook}: {type(e).__name__}: {e}")
         v.reason = f"{hook} failed: {type(e).__name__}: {e}"
         v.dynamic = v.workspace = v.wti = None
         return v
@@ -352,14 +367,18 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         verdicts = [Verdict(sid, registry.solvers[sid].distribution, reason=too_big)
                     for sid in registry.ids()]
     else:
+        # A forced solver's warnings only: the others are evaluated for the explanation,
+        # and their faults are not this run's business (their verdicts still say why).
         verdicts = [_evaluate(registry, sid, problem, device, workspace_limit, sid == solver,
-                              perf_config if sid == solver else None)
+                              perf_config if sid == solver else None,
+                              quiet=solver is not None and sid != solver)
                     for sid in registry.ids()]
     if solver is not None:
         v = next(v for v in verdicts if v.solver_id == solver)
         if not v.applicable:
             raise SolverNotApplicableError(
-                f"solver {solver!r} cannot run problem {problem.key}: {v.reason}")
+                f"solver {solver!r} cannot run problem {problem.key}: {v.reason}",
+                declined=v.reason if v.declined else None)
         if v.workspace > device.info.max_alloc_bytes:
             raise SolverNotApplicableError(
                 f"solver {solver!r} needs {v.workspace} bytes of workspace for problem "

@@ -4,7 +4,8 @@ Errors in what the user typed or set (bad flags, invalid problems, unknown netwo
 or solvers, a cache database that cannot be used) print one line on stderr,
 ``wticonv: error: ...``, and exit with status 2, without a traceback. Failures found while
 working (a layer that fails verification, no solver for a problem) exit with status 1.
-Warnings print as ``wticonv: warning: ...``.
+Warnings print as ``wticonv: warning: ...``. With ``--debug`` (or ``WTICONV_DEBUG=1``)
+errors also print their traceback, and so do quarantined plugins and set-aside solvers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import click
 from ..errors import (DeviceError, NetworkError, ProblemError, SolverNotFoundError,
                       StoreError, TensorError, WticonvError, one_line)
 from . import measuring  # noqa: F401 - registers find, tune, evaluate, calibrate
+from . import plugins  # noqa: F401 - registers plugins, check, install, uninstall
 from .commands import cli
 
 __all__ = ["main", "cli"]
@@ -34,8 +36,36 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"wticonv: warning: {text}", file=sys.stderr)
 
 
+#: Environment variables the group's options set for one run (restored afterwards, so
+#: that ``main`` called twice in one process does not carry them over).
+_PER_RUN = ("WTICONV_NO_PLUGINS", "WTICONV_DEBUG")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (``sys.argv[1:]`` when None); return the exit status."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in _PER_RUN}
+    try:
+        return _main(argv)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _debug_traceback() -> None:
+    from ..plugins import debug_enabled
+
+    if debug_enabled():
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+
+
+def _main(argv: list[str] | None) -> int:
     warnings.showwarning = _show_warning
     args = sys.argv[1:] if argv is None else list(argv)
     if not args:
@@ -54,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wticonv: error: {e.format_message()}", file=sys.stderr)
         return e.exit_code
     except _USAGE_ERRORS as e:
+        _debug_traceback()
         print(f"wticonv: error: {one_line(e)}", file=sys.stderr)
         return 2
     except WticonvError as e:
+        _debug_traceback()
         print(f"wticonv: error: {e}", file=sys.stderr)
         return 1
     except (click.Abort, KeyboardInterrupt):

@@ -120,20 +120,31 @@ def _emit_json(data) -> None:
 @click.version_option(__version__, prog_name="wticonv")
 @click.option("--trace", is_flag=True, help="Print every solver hook call to stderr "
               "(same as WTICONV_TRACE=1).")
-def cli(trace: bool) -> None:
+@click.option("--no-plugin", "no_plugin", multiple=True, metavar="DIST",
+              help="Do not load this plugin distribution in this run (repeatable; as "
+                   "pytest's -p no:NAME; WTICONV_NO_PLUGINS=DIST,... does the same).")
+@click.option("--debug", is_flag=True, help="Show tracebacks: of errors, of plugins that "
+              "fail to import, of solvers set aside (same as WTICONV_DEBUG=1).")
+def cli(trace: bool, no_plugin: tuple[str, ...], debug: bool) -> None:
     """Convolutions on OpenCL devices, with the solver chosen by Wall-Time Index.
 
     \b
     Start with:
       wticonv solvers                      installed solvers and refused plugins
+      wticonv plugins                      plugin distributions (install, check, uninstall)
       wticonv bench resnet50 -n 1          the main job: a whole network, verified
       wticonv explain -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1
       wticonv conv -n 16 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -F 1
     """
-    if trace:
-        import os
+    import os
 
+    if trace:
         os.environ["WTICONV_TRACE"] = "1"
+    if debug:
+        os.environ["WTICONV_DEBUG"] = "1"
+    if no_plugin:
+        have = [v for v in os.environ.get("WTICONV_NO_PLUGINS", "").split(",") if v.strip()]
+        os.environ["WTICONV_NO_PLUGINS"] = ",".join(have + list(no_plugin))
 
 
 @cli.command()
@@ -141,6 +152,7 @@ def cli(trace: bool) -> None:
 @_json_option
 def solvers(as_json: bool) -> int:
     """List installed solvers and quarantined plugin entry points."""
+    from ..contract import dynamic_answer
     from ..plugins import SolverRegistry
 
     reg = SolverRegistry()
@@ -148,19 +160,29 @@ def solvers(as_json: bool) -> int:
     for sid in reg.ids():
         e = reg.solvers[sid]
         try:
-            dynamic = bool(reg.call(sid, "is_dynamic"))
+            dynamic = dynamic_answer(reg.call(sid, "is_dynamic"))
         except Exception as exc:  # noqa: BLE001 - report, never crash a listing
             dynamic = f"error: {exc}"
         rows.append({"solver": sid, "distribution": e.distribution, "version": e.version,
                      "dynamic": dynamic, "disabled": sid in reg.disabled,
                      "entry_point": e.entry_point})
     bad = [{"entry_point": q.entry_point, "distribution": q.distribution,
-            "version": q.version, "reason": q.reason} for q in reg.quarantined]
+            "version": q.version, "solver_id": q.solver_id, "reason": q.reason}
+           for q in reg.quarantined]
     if as_json:
         _emit_json({"solvers": rows, "quarantined": bad})
     else:
         render.solvers(rows, bad)
+    filter_note(reg)
     return 0
+
+
+def filter_note(reg) -> None:
+    """A line on stderr naming the distributions a filter kept from loading, if any."""
+    if reg.skipped:
+        names = ", ".join(f"{d} ({why})" for d, why in sorted(reg.skipped.items()))
+        print(f"wticonv: note: a plugin filter is active; not loaded: {names} "
+              "(`wticonv plugins --all` lists them)", file=sys.stderr)
 
 
 @cli.command()
@@ -360,8 +382,10 @@ def new_solver(name: str, parent: str) -> int:
 
     \b
     It holds the solver NAME.direct (forward convolution in its own OpenCL kernel), the
-    entry point that registers it, and a conformance test. Then:
-      cd wticonv-NAME && pip install -e . && pytest tests && wticonv solvers
+    entry point that registers it, and a conformance test. NAME must not be taken: not
+    an installed distribution wticonv-NAME, package wticonv_NAME or solver-id prefix.
+    Then:
+      cd wticonv-NAME && wticonv install -e '.[test]' && pytest tests && wticonv plugins
     """
     from ..errors import ArgumentError
     from ..scaffold import new_solver as scaffold
@@ -370,8 +394,8 @@ def new_solver(name: str, parent: str) -> int:
         root = scaffold(name, parent)
     except ArgumentError as e:
         raise click.BadParameter(str(e), param_hint="NAME") from None
-    click.echo(f"created {root} (solver {name}.direct); next: cd {root} && pip install -e . "
-               "&& pytest tests")
+    click.echo(f"created {root} (solver {name}.direct); next: cd {root} && wticonv install "
+               "-e '.[test]' && pytest tests && wticonv check " + f"{name}.direct")
     return 0
 
 

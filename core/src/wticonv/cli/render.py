@@ -161,6 +161,8 @@ def bench_report(rep) -> None:
         frac = (r.gflops / rep.peak_gflops * 100) if r.gflops else None
         if r.ok:
             status = "ok" if not r.message else f"ok, see note {len(notes) + 1}"
+        elif r.declined:
+            status = f"declined, see note {len(notes) + 1}"
         else:
             status = f"[red]FAIL[/red], see note {len(notes) + 1}"
         if r.message:
@@ -175,7 +177,9 @@ def bench_report(rep) -> None:
     measured = rep.total_ms("measured_ms")
     tflops = rep.total_flops / (measured * 1e-3) / 1e9 if measured else None
     _out.print(f"layers: {rep.layers} distinct x {len(rep.directions)} direction(s): "
-               f"{len(rep.rows)} runs done; failures: {len(rep.failures)}")
+               f"{len(rep.rows)} runs done; failures: {len(rep.failures)}"
+               + (f"; {len(rep.declines)} declined by {rep.declines[0].solver} (not "
+                  "failures)" if rep.declines else ""))
     _out.print(f"network time (each layer x its count): measured {measured:.2f} ms, predicted "
                f"{rep.total_ms('predicted_ms'):.2f} ms; {_num(tflops, '{:.2f}')} GFLOP/s "
                "overall")
@@ -188,9 +192,11 @@ def bench_report(rep) -> None:
     if rep.interrupted:
         _out.print("[yellow]interrupted: only the runs above were done[/yellow]")
     elif not rep.failures:
-        verified = sum(r.error is not None for r in rep.rows)
-        _out.print("all layers verified" if verified == len(rep.rows) else
-                   f"all layers ran; {verified} of {len(rep.rows)} verified")
+        ran = [r for r in rep.rows if not r.declined]
+        verified = sum(r.error is not None for r in ran)
+        _out.print(("all layers verified" if verified == len(ran) else
+                    f"all layers ran; {verified} of {len(ran)} verified")
+                   + (f" ({len(rep.declines)} declined)" if rep.declines else ""))
 
 
 class Progress:

@@ -4,6 +4,10 @@
   :mod:`wticonv.testing.checks` and docs/conformance.md) on one installed solver and
   returns (or raises) a report; :func:`parametrize_with_checks` makes each (solver, check)
   pair its own pytest test, ids ``<solver>-<check>``.
+- Isolation (:mod:`wticonv.testing.isolation`): ``isolated=True``, or a solver object
+  instead of an id, checks a solver with only the built-in solvers beside it, so that
+  other installed plugins' faults never show up in its tests; :func:`isolated_handle`
+  makes such a handle for an author's own tests.
 - The pytest plugin (entry point ``pytest11``, :mod:`wticonv.testing.plugin`) adds the
   ``wticonv_handle`` fixture; it imports nothing until used.
 - The problem corpus: :data:`EDGE_SHAPES` names small forward problems at the edges of the
@@ -23,7 +27,8 @@ from __future__ import annotations
 from ..problem import ConvProblem as P
 
 __all__ = ["EDGE_SHAPES", "problems", "check_solver", "parametrize_with_checks", "CHECKS",
-           "CheckFailure", "SolverReport", "default_corpus"]
+           "CheckFailure", "SolverReport", "default_corpus", "isolated_handle",
+           "isolated_registry"]
 
 #: Name -> small forward :class:`~wticonv.ConvProblem` at an edge of the definition.
 EDGE_SHAPES = {
@@ -59,8 +64,20 @@ def problems(max_n: int = 3, max_channels: int = 12, max_picture: int = 14):
     """A hypothesis strategy of small valid :class:`~wticonv.ConvProblem` objects, in every
     direction: filters 1x1 to 7x7 (3x3 most often), strides 1-3, dilations 1-2, padding
     0-3, plain, grouped and depthwise, pictures from the smallest the filter allows up to
-    ``max_picture``. Needs hypothesis (the ``test`` extra)."""
-    from hypothesis import strategies as st
+    ``max_picture``. Needs hypothesis (the ``testing`` extra: ``pip install
+    "wticonv[testing]"``).
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If hypothesis is not installed; the message says which extra installs it.
+    """
+    try:
+        from hypothesis import strategies as st
+    except ImportError:
+        raise ModuleNotFoundError("wticonv.testing.problems() needs hypothesis, which is not "
+                                  "installed: pip install \"wticonv[testing]\"",
+                                  name="hypothesis") from None
 
     from ..problem import DIRECTIONS
 
@@ -89,5 +106,7 @@ def problems(max_n: int = 3, max_channels: int = 12, max_picture: int = 14):
     return draw()
 
 
-from .checks import CHECKS, CheckFailure  # noqa: E402 - after EDGE_SHAPES, which they use
+from .checks import CHECKS  # noqa: E402 - after EDGE_SHAPES, which they use
+from .failure import CheckFailure  # noqa: E402
+from .isolation import isolated_handle, isolated_registry  # noqa: E402
 from .kit import SolverReport, check_solver, default_corpus, parametrize_with_checks  # noqa: E402

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import EDGE_SHAPES
-from .checks import CHECKS, CheckFailure, SolverUnderTest
+from .checks import CHECKS
+from .failure import CheckFailure
+from .sut import SolverUnderTest
 
 __all__ = ["CheckResult", "SolverReport", "check_solver", "parametrize_with_checks",
            "default_corpus"]
@@ -34,12 +36,15 @@ def default_corpus() -> list:
 @dataclass
 class CheckResult:
     """One check's outcome: ``passed``, or the failure message; ``expected`` is the reason
-    given for an expected failure ("" when none was expected)."""
+    given for an expected failure ("" when none was expected); ``covered``, for a passed
+    check, how many problems (corpus problems in each direction, plus those hypothesis
+    drew) it covered."""
 
     check: str
     passed: bool
     message: str = ""
     expected: str = ""
+    covered: int | None = None
 
 
 @dataclass
@@ -60,40 +65,50 @@ class SolverReport:
             state = ("passed" if r.passed and not r.expected else
                      "PASSED, but was expected to fail" if r.passed else
                      f"failed as expected ({r.expected})" if r.expected else "FAILED")
+            if r.passed and r.covered is not None:
+                state += f" ({r.covered} problem{'s' if r.covered != 1 else ''})"
             lines.append(f"  {r.check:16} {state}" + (f": {r.message}" if r.message else ""))
         return "\n".join(lines)
 
 
 def _sut(solver_id: str, handle=None, corpus=None, examples: int = 20) -> SolverUnderTest:
     from ..handle import get_handle
-
-    from ..errors import SolverNotFoundError
+    from .isolation import _installed
 
     handle = handle if handle is not None else get_handle()
-    try:
-        handle.registry.get(solver_id)
-    except SolverNotFoundError as e:        # say why, when the plugin was quarantined
-        held = [f"{q.entry_point} ({q.distribution}): {q.reason}"
-                for q in handle.registry.quarantined]
-        if held:
-            raise SolverNotFoundError(f"{e}; quarantined plugins (see `wticonv solvers`): "
-                                      + "; ".join(held)) from None
-        raise
+    _installed(solver_id, handle.registry)      # says why, when it was quarantined
     return SolverUnderTest(handle, solver_id,
                            list(corpus) if corpus is not None else default_corpus(), examples)
 
 
-def check_solver(solver_id: str, handle=None, corpus=None, checks=None,
+_ISOLATED: dict = {}
+
+
+def _isolated(solver, handle):
+    """The isolated handle for ``solver`` on ``handle``'s device (or the default device),
+    made once per solver and device."""
+    from .isolation import isolated_handle, solver_key
+
+    device = handle.device if handle is not None else None
+    key = (solver_key(solver), id(solver) if not isinstance(solver, str) else 0, id(device))
+    if key not in _ISOLATED:
+        _ISOLATED[key] = isolated_handle(solver, device=device)
+    return _ISOLATED[key]
+
+
+def check_solver(solver_id, handle=None, corpus=None, checks=None,
                  expected_failed_checks: dict | None = None, examples: int = 20,
-                 raise_on_failure: bool = True) -> SolverReport:
-    """Run the conformance checks on one installed solver.
+                 raise_on_failure: bool = True, isolated: bool = False) -> SolverReport:
+    """Run the conformance checks on one solver.
 
     Parameters
     ----------
-    solver_id : str
+    solver_id : str or solver object
+        The id of an installed solver, or a solver object (not installed: it is registered
+        in-process, in an isolated registry, see ``isolated``).
     handle : Handle, optional
         Whose registry holds the solver and whose device runs it (default:
-        :func:`wticonv.get_handle`).
+        :func:`wticonv.get_handle`). With ``isolated``, only its device is used.
     corpus : iterable of ConvProblem, optional
         Problems to check on (default: :func:`default_corpus`).
     checks : iterable of str, optional
@@ -105,11 +120,30 @@ def check_solver(solver_id: str, handle=None, corpus=None, checks=None,
     raise_on_failure : bool
         Raise :class:`CheckFailure` with the report when a check fails unexpectedly (or an
         expected failure passes).
+    isolated : bool
+        Check the solver in a registry of its own plus the built-in solvers
+        (:mod:`wticonv.testing.isolation`): other installed plugins are not loaded, so
+        their faults never show up here. Implied by a solver object.
 
     Returns
     -------
     SolverReport
+
+    Raises
+    ------
+    SolverNotFoundError
+        If no such solver is installed (with the quarantine reason, when it was refused
+        at load time).
+    PluginError
+        If a solver object does not honour the contract at registration.
+    CheckFailure
+        With ``raise_on_failure``, when a check fails unexpectedly.
     """
+    if isolated or not isinstance(solver_id, str):
+        from .isolation import solver_key
+
+        handle = _isolated(solver_id, handle)
+        solver_id = solver_key(solver_id)
     sut = _sut(solver_id, handle, corpus, examples)
     expected = dict(expected_failed_checks or {})
     names = list(checks) if checks is not None else list(CHECKS)
@@ -120,38 +154,45 @@ def check_solver(solver_id: str, handle=None, corpus=None, checks=None,
     report = SolverReport(solver_id)
     for name in names:
         try:
-            CHECKS[name](sut)
+            covered = CHECKS[name](sut)
         except CheckFailure as e:
             report.results.append(CheckResult(name, False, str(e), expected.get(name, "")))
         except Exception as e:  # noqa: BLE001 - a crash is a failure of that check
             report.results.append(CheckResult(name, False, f"{type(e).__name__}: {e}",
                                               expected.get(name, "")))
         else:
-            report.results.append(CheckResult(name, True, "", expected.get(name, "")))
+            report.results.append(CheckResult(name, True, "", expected.get(name, ""),
+                                              covered if isinstance(covered, int) else None))
     if raise_on_failure and not all(r.passed != bool(r.expected) for r in report.results):
         raise CheckFailure(str(report))
     return report
 
 
 def parametrize_with_checks(solvers, expected_failed_checks=None, corpus=None,
-                            examples: int = 20):
+                            examples: int = 20, isolated: bool = False):
     """A ``pytest.mark.parametrize`` over every (solver, check) pair, ids
     ``<solver>-<check>``; the test receives ``solver_id`` and ``check``, a callable that
     runs that check on the default handle (or on the handle it is given)::
 
         from wticonv.testing import parametrize_with_checks
 
-        @parametrize_with_checks(["myplugin.fast"])
+        @parametrize_with_checks(["myplugin.fast"], isolated=True)
         def test_conformance(solver_id, check):
             check()
 
-    ``expected_failed_checks``: a dict check -> reason, or a callable solver_id -> such a
-    dict; those pairs are marked ``xfail(strict=True)`` with the reason.
+    ``solvers``: solver ids of installed solvers, or solver objects (registered
+    in-process, isolated). ``expected_failed_checks``: a dict check -> reason, or a
+    callable solver_id -> such a dict; those pairs are marked ``xfail(strict=True)`` with
+    the reason. ``isolated``: check each solver with only the built-in solvers beside it
+    (see :func:`check_solver`); the handle given to ``check`` then lends its device only.
     """
     import pytest
 
+    from .isolation import solver_key
+
     params = []
-    for sid in solvers:
+    for solver in solvers:
+        sid = solver_key(solver)
         expected = (expected_failed_checks(sid) if callable(expected_failed_checks)
                     else expected_failed_checks) or {}
         unknown = [n for n in expected if n not in CHECKS]
@@ -159,9 +200,10 @@ def parametrize_with_checks(solvers, expected_failed_checks=None, corpus=None,
             raise ValueError(f"expected_failed_checks of {sid} names unknown check(s) "
                              f"{', '.join(unknown)}; the checks are {', '.join(CHECKS)}")
         for name in CHECKS:
-            def run(handle=None, sid=sid, name=name):
+            def run(handle=None, solver=solver, name=name):
                 __tracebackhide__ = True    # pytest shows the report, not the kit's frames
-                check_solver(sid, handle, corpus, [name], examples=examples)
+                check_solver(solver, handle, corpus, [name], examples=examples,
+                             isolated=isolated)
 
             marks = ([pytest.mark.xfail(reason=expected[name], strict=True,
                                         raises=CheckFailure)] if name in expected else [])

@@ -9,11 +9,11 @@ arguments, which is what makes the solvers dynamic.
 
 from __future__ import annotations
 
-import importlib.resources
 import threading
 import weakref
 
 import pyopencl as cl
+from wticonv.kernelfiles import read_kernel
 
 __all__ = ["kernel_source", "kernel", "LAUNCH_OVERHEAD_S", "device_kind", "round_up"]
 
@@ -45,8 +45,8 @@ def kernel_source(file: str) -> str:
     """
     with _lock:
         if file not in _sources:
-            _sources[file] = (importlib.resources.files("wticonv_direct")
-                              .joinpath("kernels", file).read_text())
+            # a #line directive first: build errors name this file and line
+            _sources[file] = read_kernel("wticonv_direct", "kernels", file)
         return _sources[file]
 
 

@@ -12,6 +12,7 @@ import threading
 import weakref
 
 import pyopencl as cl
+from wticonv.kernelfiles import line_directive
 
 __all__ = ["enqueue", "kernel_source"]
 
@@ -38,15 +39,22 @@ def kernel_source(name: str) -> str:
         package, _, file = name.rpartition(":")
         kernels = importlib.resources.files(package or "wticonv_gemm").joinpath("kernels")
 
+        # #line directives around each piece: build errors name the file and line
         def splice(text: str, seen: tuple[str, ...]) -> str:
+            outer = kernels.joinpath(seen[-1])
+
             def one(match: re.Match) -> str:
                 inc = match.group(1)
                 if inc in seen:
                     raise ValueError(f"kernels/{inc} includes itself (via {' -> '.join(seen)})")
-                return splice(kernels.joinpath(inc).read_text(), seen + (inc,))
+                body = splice(kernels.joinpath(inc).read_text(), seen + (inc,))
+                after = text.count("\n", 0, match.start()) + 2   # the line after the include
+                return (line_directive(kernels.joinpath(inc)) + body.rstrip("\n") + "\n"
+                        + line_directive(outer, after).rstrip("\n"))
             return _INCLUDE.sub(one, text)
 
-        _sources[name] = splice(kernels.joinpath(file).read_text(), (file,))
+        _sources[name] = line_directive(kernels.joinpath(file)) + splice(
+            kernels.joinpath(file).read_text(), (file,))
     return _sources[name]
 
 

@@ -11,11 +11,11 @@ kernel's time (see wticonv's docs/wti-models.md), or return -2.0 (unknown).
 from __future__ import annotations
 
 import functools
-import importlib.resources
 
 import numpy as np
 
 from wticonv import Decline, hookimpl
+from wticonv.kernelfiles import read_kernel
 
 #: Work-items per work-group.
 LOCAL = 64
@@ -26,9 +26,9 @@ WTI = 0.005
 @functools.lru_cache(maxsize=16)
 def _kernel(device):
     """The conv_fwd kernel for ``device``, built once (device.build caches the program on
-    disk too) and kept: retrieving it again per run costs time."""
-    source = (importlib.resources.files("wticonv_example") / "kernels" / "example.cl").read_text()
-    return device.build(source).conv_fwd
+    disk too) and kept: retrieving it again per run costs time. read_kernel puts a #line
+    directive first, so that build errors name kernels/example.cl and the line."""
+    return device.build(read_kernel("wticonv_example", "kernels", "example.cl")).conv_fwd
 
 
 class DirectSolver:

@@ -1,0 +1,58 @@
+"""Build errors name the plugin's own ``.cl`` file and line (issue 17), not the OpenCL
+driver's temporary copy of the source."""
+
+from __future__ import annotations
+
+import pytest
+from wticonv import KernelBuildError
+from wticonv.kernelfiles import line_directive, read_kernel
+
+BROKEN = """/* a kernel with a typo on line 5 */
+__kernel void k(__global float *a)
+{
+    const int i = get_global_id(0);
+    a[i] = undefined_thing;
+}
+"""
+
+
+def test_a_build_error_names_the_cl_file_and_line(tmp_path, monkeypatch, handle):
+    pkg = tmp_path / "fake_kernels_pkg"
+    (pkg / "kernels").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kernels" / "broken.cl").write_text(BROKEN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = read_kernel("fake_kernels_pkg", "kernels", "broken.cl")
+    with pytest.raises(KernelBuildError) as e:
+        handle.device.build(source)
+    assert f"{pkg / 'kernels' / 'broken.cl'}:5:" in str(e.value), str(e.value)
+
+
+def test_the_built_in_plugins_name_their_files():
+    from wticonv_direct.programs import kernel_source as direct_source
+    from wticonv_gemm.runner import kernel_source as gemm_source
+
+    first = direct_source("naive.cl").splitlines()[0]
+    assert first.startswith('#line 1 "') and first.endswith('wticonv_direct/kernels/naive.cl"')
+    gemm = gemm_source("sgemm_cpu.cl")
+    assert gemm.splitlines()[0].endswith('wticonv_gemm/kernels/sgemm_cpu.cl"')
+
+
+def test_included_files_keep_their_own_line_numbers(tmp_path):
+    from wticonv_gemm.runner import kernel_source
+
+    src = kernel_source("wticonv_winograd:winograd.cl")
+    lines = src.splitlines()
+    marks = [i for i, ln in enumerate(lines) if ln.startswith("#line ")]
+    assert len(marks) >= 3                  # the file, its header, back to the file
+    back = lines[marks[2]]
+    assert back.endswith('wticonv_winograd/kernels/winograd.cl"')
+    # the line after the include, as the file numbers it
+    n = int(back.split()[1])
+    raw = (__import__("importlib.resources").resources.files("wticonv_winograd")
+           / "kernels" / "winograd.cl").read_text().splitlines()
+    assert raw[n - 2].startswith('#include "') and lines[marks[2] + 1] == raw[n - 1]
+
+
+def test_line_directives_escape_the_path():
+    assert line_directive('C:\\a "b".cl', 7) == '#line 7 "C:\\\\a \\"b\\".cl"\n'
