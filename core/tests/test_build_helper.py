@@ -117,17 +117,18 @@ def test_a_program_without_its_kernels_is_a_build_error(handle):
     _check_kernels(empty, "void helper_only(void) {}", dev.cl_device, "")  # none declared
 
 
-def test_a_stand_in_device_info_builds_on_the_real_device(handle):
+def test_a_stand_in_device_info_builds_on_the_real_device(handle, tmp_path):
     # Test doubles (Oclgrind's variants, recording devices) present a real device under
     # another name: the helper finds the device by what the driver says it is.
     import dataclasses
 
     from wticonv import Device
+    from wticonv.store import Store
 
     dev = handle.device
     info = dataclasses.replace(dev.info, name=dev.info.name + " as a 132-CU GPU",
                                platform_index=dev.info.platform_index + 7)
-    stand_in = Device(dev.cl_device, info, dev.store)
+    stand_in = Device(dev.cl_device, info, Store(tmp_path))   # a cold cache
     prg = stand_in.programs.build(SRC + "// stand-in\n", "-DSTAND_IN=1")
     assert stand_in.programs.counters.isolated_builds == 1
     assert list(_run_thrice(stand_in, prg))[:3] == [0.0, 3.0, 6.0]
