@@ -1,4 +1,4 @@
-"""Cold builds in the build helper (wticonv.build_helper): results, errors, crashes."""
+"""Cold builds in the build helper (wticonv.runtime.build_helper): results, errors, crashes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from wticonv import KernelBuildError
-from wticonv.build_helper import BuildHelper, real_key
-from wticonv.programs import ProgramCache, _check_kernels
+from wticonv.runtime.build_helper import BuildHelper, real_key
+from wticonv.runtime.programs import ProgramCache, _check_kernels
 
 SRC = "__kernel void thrice(__global float *a) { a[get_global_id(0)] *= 3.0f; }\n"
 
@@ -117,17 +117,18 @@ def test_a_program_without_its_kernels_is_a_build_error(handle):
     _check_kernels(empty, "void helper_only(void) {}", dev.cl_device, "")  # none declared
 
 
-def test_a_stand_in_device_info_builds_on_the_real_device(handle):
+def test_a_stand_in_device_info_builds_on_the_real_device(handle, tmp_path):
     # Test doubles (Oclgrind's variants, recording devices) present a real device under
     # another name: the helper finds the device by what the driver says it is.
     import dataclasses
 
     from wticonv import Device
+    from wticonv.db.store import Store
 
     dev = handle.device
     info = dataclasses.replace(dev.info, name=dev.info.name + " as a 132-CU GPU",
                                platform_index=dev.info.platform_index + 7)
-    stand_in = Device(dev.cl_device, info, dev.store)
+    stand_in = Device(dev.cl_device, info, Store(tmp_path))   # a cold cache
     prg = stand_in.programs.build(SRC + "// stand-in\n", "-DSTAND_IN=1")
     assert stand_in.programs.counters.isolated_builds == 1
     assert list(_run_thrice(stand_in, prg))[:3] == [0.0, 3.0, 6.0]
