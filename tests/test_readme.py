@@ -21,7 +21,7 @@ def test_readme_python_example_runs():
     assert y.shape == (8, 128, 56, 56) and dx.shape == x.shape and dw.shape == w.shape
     p = wticonv.ConvProblem(8, 64, 56, 56, 128, 3, 3, pad_h=1, pad_w=1)
     sample = np.s_[:1]
-    ref = wticonv.problem.reference(p.with_batch(1), x=x[sample], w=w)
+    ref = wticonv.reference(p.with_batch(1), x=x[sample], w=w)
     assert wticonv.rms_range(y[sample], ref) < 1e-5
 
 

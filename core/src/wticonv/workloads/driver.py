@@ -129,6 +129,35 @@ def _same_pad(size: int, filt: int, stride: int) -> int:
     return total // 2
 
 
+def _check_flags(ns: argparse.Namespace) -> None:
+    """DriverArgsError for a flag value wticonv does not support (naming the flag); sets an
+    absent ``-F`` to 0 (all directions)."""
+    if ns.mode != "conv":
+        raise DriverArgsError(
+            f"bad conv arguments: -m {ns.mode} is not supported; only -m conv "
+            "(transposed convolution is not implemented)")
+    if ns.forw is None:
+        ns.forw = 0
+    if ns.forw not in _FORW:
+        raise DriverArgsError(
+            f"bad conv arguments: -F {ns.forw} is not a direction set; use 0 (all), 1 (fwd), "
+            "2 (bwd), 4 (wrw), 3, 5 or 6")
+    if ns.spatial_dim != 2:
+        raise DriverArgsError("bad conv arguments: only 2-D convolutions are supported (-_ 2)")
+    if ns.search != 0:
+        raise DriverArgsError("bad conv arguments: -s 1 (search) is not supported; wticonv "
+                              "runs in immediate mode")
+    for flag, name in (("-V", "verify"), ("-t", "time"), ("-b", "bias"), ("-w", "wall"),
+                       ("-P", "printconv")):
+        if getattr(ns, name) not in (0, 1):
+            raise DriverArgsError(f"bad conv arguments: {flag} {getattr(ns, name)} must be 0 "
+                                  "or 1")
+    for flag, name in (("-r", "pad_val"), ("-Y", "trans_output_pad_h"),
+                       ("-X", "trans_output_pad_w"), ("-Z", "tensor_vect")):
+        if getattr(ns, name) != 0:
+            raise DriverArgsError(f"bad conv arguments: {flag} must be 0 (not supported)")
+
+
 def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
     """Parse MIOpenDriver ``conv`` flags (without the program and ``conv`` words).
 
@@ -147,30 +176,8 @@ def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
             f"bad conv arguments: unknown argument(s) {' '.join(extra)}; the conv flags are "
             "-n -c -H -W -k -y -x -p -q -u -v -l -j -g -F -V -i -t -S -b -z -m "
             "(see 'wticonv conv --help')")
-    if ns.mode != "conv":
-        raise DriverArgsError(
-            f"bad conv arguments: -m {ns.mode} is not supported; only -m conv "
-            "(transposed convolution is not implemented)")
     forw_given = ns.forw is not None
-    if not forw_given:
-        ns.forw = 0
-    if ns.forw not in _FORW:
-        raise DriverArgsError(
-            f"bad conv arguments: -F {ns.forw} is not a direction set; use 0 (all), 1 (fwd), "
-            "2 (bwd), 4 (wrw), 3, 5 or 6")
-    if ns.spatial_dim != 2:
-        raise DriverArgsError("bad conv arguments: only 2-D convolutions are supported (-_ 2)")
-    if ns.search != 0:
-        raise DriverArgsError("bad conv arguments: -s 1 (search) is not supported; wticonv "
-                              "runs in immediate mode")
-    for flag, name in (("-V", "verify"), ("-t", "time"), ("-b", "bias"), ("-w", "wall"),
-                       ("-P", "printconv")):
-        if getattr(ns, name) not in (0, 1):
-            raise DriverArgsError(f"bad conv arguments: {flag} {getattr(ns, name)} must be 0 or 1")
-    for flag, name in (("-r", "pad_val"), ("-Y", "trans_output_pad_h"),
-                       ("-X", "trans_output_pad_w"), ("-Z", "tensor_vect")):
-        if getattr(ns, name) != 0:
-            raise DriverArgsError(f"bad conv arguments: {flag} must be 0 (not supported)")
+    _check_flags(ns)
     pad_h, pad_w = ns.pad_h, ns.pad_w
     if ns.pad_mode == "same":
         pad_h = _same_pad(ns.in_h, ns.fil_h, max(ns.conv_stride_h, 1))

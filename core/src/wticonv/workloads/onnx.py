@@ -84,55 +84,24 @@ def load_onnx(path: Path, n: int | None = None) -> Network:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as e:  # noqa: BLE001 - onnx raises many types for bad files
         raise NetworkError(f"cannot read ONNX model {path}: {type(e).__name__}: {e}") from None
-    shapes = _shape_table(model)
+    shapes, types = _shape_table(model), _elem_types(model)
     items, notes, skipped = [], [], 0
     other = {}
-    types = _elem_types(model)
     for idx, node in enumerate(model.graph.node):
         if node.op_type in ("ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv"):
             other[node.op_type] = other.get(node.op_type, 0) + 1
         if node.op_type != "Conv":
             continue
+        label = node.name or f"Conv#{idx}"
         etype = types.get(node.input[0])
         if etype is not None and etype != onnx.TensorProto.FLOAT:
-            notes.append(f"{node.name or f'Conv#{idx}'}: input type "
+            notes.append(f"{label}: input type "
                          f"{onnx.TensorProto.DataType.Name(etype)} is benchmarked as FLOAT")
-        label = node.name or f"Conv#{idx}"
-        xs = shapes.get(node.input[0])
-        ws = shapes.get(node.input[1]) if len(node.input) > 1 else None
-        if xs is None or ws is None:
-            raise NetworkError(f"{path}: Conv node {label!r}: the shape of its input or weight "
-                               "is unknown (shape inference could not determine it)")
-        if len(xs) != 4 or len(ws) != 4:
+        p = _conv_problem(onnx, path, node, label, shapes, n, notes)
+        if p is None:
             skipped += 1
-            continue
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        auto_pad = attrs.get("auto_pad", b"NOTSET")
-        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
-        batch = xs[0] if xs[0] else 1
-        if n is not None:
-            batch = n
-        c, h, w = xs[1], xs[2], xs[3]
-        k, _, r, s = ws
-        if None in (c, h, w, k, r, s):
-            raise NetworkError(f"{path}: Conv node {label!r} has symbolic channel or spatial "
-                               f"sizes (input {xs}, weight {ws}); fix them in the model")
-        strides = tuple(attrs.get("strides", [1, 1]))
-        dil = tuple(attrs.get("dilations", [1, 1]))
-        t, left, b, right = onnx_conv_pads(auto_pad, attrs.get("pads"), (h, w), (r, s),
-                                           strides, dil)
-        ph, pw = min(t, b), min(left, right)
-        if (t, left) != (b, right):
-            notes.append(f"{label}: asymmetric padding {[t, left, b, right]} folded into the "
-                         "input size")
-        try:
-            p = ConvProblem(n=batch, c=c, h=h + (t - ph) + (b - ph), w=w + (left - pw) +
-                            (right - pw), k=k, r=r, s=s, pad_h=ph, pad_w=pw,
-                            stride_h=strides[0], stride_w=strides[1], dilation_h=dil[0],
-                            dilation_w=dil[1], groups=int(attrs.get("group", 1)))
-        except ProblemError as e:
-            raise NetworkError(f"{path}: Conv node {label!r}: {e}") from None
-        items.append((label, p, 1))
+        else:
+            items.append((label, p, 1))
     if skipped:
         notes.append(f"{skipped} Conv node(s) that are not 2-D were skipped")
     for op, count in sorted(other.items()):
@@ -140,3 +109,41 @@ def load_onnx(path: Path, n: int | None = None) -> Network:
     if not items:
         raise NetworkError(f"{path} has no 2-D Conv node")
     return merge_layers(path.stem, str(path), items, notes)
+
+
+def _conv_problem(onnx, path: Path, node, label: str, shapes: dict, n: int | None,
+                  notes: list[str]) -> ConvProblem | None:
+    """The forward problem of one Conv ``node`` (None when it is not 2-D); asymmetric
+    padding is folded into the input size, with a note. Raises NetworkError for unknown
+    or symbolic shapes and for attributes that make no valid problem."""
+    xs = shapes.get(node.input[0])
+    ws = shapes.get(node.input[1]) if len(node.input) > 1 else None
+    if xs is None or ws is None:
+        raise NetworkError(f"{path}: Conv node {label!r}: the shape of its input or weight "
+                           "is unknown (shape inference could not determine it)")
+    if len(xs) != 4 or len(ws) != 4:
+        return None
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+    batch = n if n is not None else (xs[0] if xs[0] else 1)
+    c, h, w = xs[1], xs[2], xs[3]
+    k, _, r, s = ws
+    if None in (c, h, w, k, r, s):
+        raise NetworkError(f"{path}: Conv node {label!r} has symbolic channel or spatial "
+                           f"sizes (input {xs}, weight {ws}); fix them in the model")
+    strides = tuple(attrs.get("strides", [1, 1]))
+    dil = tuple(attrs.get("dilations", [1, 1]))
+    t, left, b, right = onnx_conv_pads(auto_pad, attrs.get("pads"), (h, w), (r, s),
+                                       strides, dil)
+    ph, pw = min(t, b), min(left, right)
+    if (t, left) != (b, right):
+        notes.append(f"{label}: asymmetric padding {[t, left, b, right]} folded into the "
+                     "input size")
+    try:
+        return ConvProblem(n=batch, c=c, h=h + (t - ph) + (b - ph), w=w + (left - pw) +
+                           (right - pw), k=k, r=r, s=s, pad_h=ph, pad_w=pw,
+                           stride_h=strides[0], stride_w=strides[1], dilation_h=dil[0],
+                           dilation_w=dil[1], groups=int(attrs.get("group", 1)))
+    except ProblemError as e:
+        raise NetworkError(f"{path}: Conv node {label!r}: {e}") from None
