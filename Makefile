@@ -1,6 +1,7 @@
 # The two commands of the README. Both set everything up on a fresh machine.
 #   make demo   set up, then run the main job: ResNet-50, all directions, verified
-#   make test   set up, then run the whole test suite
+#   make test   set up, then `make lint`, then run the whole test suite
+#   make lint   the layers' import contracts (import-linter) and ruff
 #   make docs   set up, then build the documentation site into build/site (MkDocs,
 #               strict: a warning or a broken link fails)
 PYTHON ?= python3
@@ -9,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_N ?= 1
 
-.PHONY: demo test docs setup clean
+.PHONY: demo test lint docs setup clean
 
 setup: $(STAMP)
 
@@ -28,8 +29,14 @@ demo: setup
 	$(BIN)/wticonv solvers
 	$(BIN)/wticonv bench resnet50 -n $(DEMO_N)
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest
+
+# The layers' import contracts (pyproject.toml [tool.importlinter], docs/architecture.md),
+# then ruff on the distributions' code.
+lint: setup
+	$(BIN)/lint-imports
+	$(BIN)/ruff check core/src plugins/*/src
 
 $(VENV)/.docs-installed: $(STAMP) docs/requirements.txt
 	$(BIN)/python -m pip install -q -r docs/requirements.txt

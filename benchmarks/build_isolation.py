@@ -1,4 +1,4 @@
-"""The cost of building programs in the build helper (wticonv.build_helper), per build.
+"""The cost of building programs in the build helper (wticonv.runtime.build_helper), per build.
 
 Usage::
 
@@ -38,11 +38,11 @@ os.environ.setdefault("POCL_KERNEL_CACHE", "0")
 os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
 
 import wticonv  # noqa: E402
-from wticonv.bench import random_inputs  # noqa: E402
-from wticonv.build_helper import BuildHelper, real_key  # noqa: E402
-from wticonv.device import select_device  # noqa: E402
-from wticonv.programs import ProgramCache  # noqa: E402
-from wticonv.store import Store  # noqa: E402
+from wticonv.measuring.inputs import random_inputs  # noqa: E402
+from wticonv.runtime.build_helper import BuildHelper, real_key  # noqa: E402
+from wticonv.runtime.device import select_device  # noqa: E402
+from wticonv.runtime.programs import ProgramCache  # noqa: E402
+from wticonv.db.store import Store  # noqa: E402
 
 PROBLEMS = [
     dict(n=1, c=16, h=14, w=14, k=16, r=3, s=3, pad_h=1, pad_w=1),

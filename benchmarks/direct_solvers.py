@@ -31,8 +31,8 @@ import sys
 from peers import load_torch, torch_timer  # first: sets OpenMP's env before torch loads
 
 import wticonv
-from wticonv.bench import measure, parse_directions
-from wticonv.networks import load_network
+from wticonv.measuring.bench import measure, parse_directions
+from wticonv.workloads.networks import load_network
 
 PARTS = ("tiled", "depthwise", "first")
 

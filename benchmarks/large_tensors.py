@@ -4,7 +4,7 @@
 Two problems, each in fwd, bwd and wrw: a 1x1 layer (N=17, C=K=8, 4096x4096: x and y of
 2.28e9 elements, 9.1 GB each) and a 3x3 one (N=33, C=K=4, 4096x4096, pad 1: 2.21e9).
 For each direction, every solver immediate mode lists as a candidate is forced in turn;
-its result is compared with the float64 reference (wticonv.reference) on the first and
+its result is compared with the float64 reference (wticonv.problem.reference) on the first and
 the last image (the last lies past element 2^31) for fwd and bwd, and on the whole
 reduction for wrw (rms_range under 1e-4, wrw 1e-3). Solvers that decline are listed
 with their reason. Needs about 40 GB of host memory and a device whose largest buffer
@@ -24,7 +24,7 @@ import numpy as np
 
 import wticonv
 from wticonv import ConvProblem
-from wticonv.reference import conv_bwd, conv_fwd, conv_wrw, rms_range
+from wticonv.problem.reference import conv_bwd, conv_fwd, conv_wrw, rms_range
 
 PROBLEMS = {
     "1x1": ConvProblem(17, 8, 4096, 4096, 8, 1, 1),

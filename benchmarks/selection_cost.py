@@ -19,8 +19,8 @@ import sys
 import time
 
 import wticonv
-from wticonv.bench import parse_directions
-from wticonv.networks import load_network
+from wticonv.measuring.bench import parse_directions
+from wticonv.workloads.networks import load_network
 
 
 def main(argv=None) -> int:

@@ -24,8 +24,8 @@ import sys
 from peers import load_torch, torch_timer  # first: sets OpenMP's env before torch loads
 
 import wticonv
-from wticonv.bench import measure
-from wticonv.networks import load_network
+from wticonv.measuring.bench import measure
+from wticonv.workloads.networks import load_network
 
 SOLVERS = ("gemm.im2col", "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3")
 WINOGRAD = SOLVERS[1:]

@@ -12,8 +12,8 @@ import pytest
 def _warm_template(tmp_path_factory, handle):
     """A store made once per session: the devices' figures and the shared test store's
     compiled programs, no find-db, perf-db or calibration records."""
-    from wticonv.device import list_devices
-    from wticonv.store import Store
+    from wticonv.runtime.device import list_devices
+    from wticonv.db.store import Store
 
     folder = tmp_path_factory.mktemp("warm-store")
     store, shared = Store(folder), handle.device.store
@@ -38,7 +38,7 @@ def warm_store(_warm_template, tmp_path):
     test store's compiled programs (so that a new device loads its kernels instead of
     building them, a second each on PoCL), but no find-db, perf-db or calibration
     records."""
-    from wticonv.store import Store
+    from wticonv.db.store import Store
 
     shutil.copyfile(_warm_template, tmp_path / _warm_template.name)
     return Store(tmp_path)
@@ -46,10 +46,10 @@ def warm_store(_warm_template, tmp_path):
 
 @pytest.fixture
 def warm_handle(warm_store, handle):
-    """A handle on a new :class:`~wticonv.device.Device` for the default OpenCL device (its
+    """A handle on a new :class:`~wticonv.runtime.device.Device` for the default OpenCL device (its
     own context, queue and kernel objects) that keeps its records in :func:`warm_store`:
     it ranks by the WTI models alone."""
     import wticonv
-    from wticonv.device import select_device
+    from wticonv.runtime.device import select_device
 
     return wticonv.Handle(select_device(handle.device.info.index, warm_store))

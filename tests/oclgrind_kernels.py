@@ -129,7 +129,7 @@ def builtin_solvers(registry) -> list[str]:
 
 def _normal(source: str) -> str:
     """``source`` without the ``#line`` directives the plugins' loaders add (so that build
-    errors name the file, see wticonv.kernelfiles) and without blank lines, for comparing
+    errors name the file, see wticonv.runtime.kernelfiles) and without blank lines, for comparing
     a built source with a file's text."""
     return "\n".join(ln.rstrip() for ln in source.splitlines()
                      if ln.strip() and not ln.startswith("#line "))
@@ -306,8 +306,8 @@ def main(argv=None) -> int:
                     "solver accepts per direction, with its default plan")
     ap.add_argument("--selftest", action="store_true", help="run three broken kernels")
     args = ap.parse_args(argv)
-    from wticonv.plugins import SolverRegistry
-    from wticonv.store import Store
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.db.store import Store
 
     found = find_oclgrind()
     if found is None:

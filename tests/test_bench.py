@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from wticonv.bench import parse_directions, run_bench
+from wticonv.measuring.bench import parse_directions, run_bench
 from wticonv.cli import main
-from wticonv.networks import BUILTIN_NETWORKS, load_network
+from wticonv.workloads.networks import BUILTIN_NETWORKS, load_network
 
 
 @pytest.mark.parametrize("name, distinct, total", [

@@ -20,8 +20,8 @@ import pytest
 
 import wticonv
 from wticonv import ConvProblem as P
-from wticonv.reference import reference, rms_range
-from wticonv.store import Store
+from wticonv.problem.reference import reference, rms_range
+from wticonv.db.store import Store
 
 #: Small problems of every direction; threads take them in turn.
 PROBLEMS = [P(2, 4, 9, 11, 6, 3, 3, pad_h=1, pad_w=1),
@@ -74,7 +74,7 @@ def test_threads_sharing_one_handle_one_device_and_the_device(warm_handle):
     """Regression: two handles on one Device shared its kernel objects, and one thread could
     set a kernel's arguments between another's setting them and enqueueing (wrong outputs
     in about 1 run in 4, with a short switch interval)."""
-    from wticonv.device import select_device
+    from wticonv.runtime.device import select_device
 
     a = warm_handle
     b = wticonv.Handle(a.device)                                   # same Device
@@ -102,8 +102,8 @@ def test_threads_sharing_one_handle_one_device_and_the_device(warm_handle):
 _COMPUTE = r"""
 import sys, numpy as np, wticonv
 from wticonv import ConvProblem as P
-from wticonv.find import find
-from wticonv.reference import reference, rms_range
+from wticonv.measuring.find import find
+from wticonv.problem.reference import reference, rms_range
 k = int(sys.argv[1])
 h = wticonv.get_handle()
 rng = np.random.default_rng(k)
@@ -151,7 +151,7 @@ def test_processes_sharing_one_cache_directory(warm_store, handle):
 
 _WRITER = r"""
 import sys
-from wticonv.store import Store
+from wticonv.db.store import Store
 tag, limit = sys.argv[1], int(sys.argv[2])
 store, dev = Store(), "writer|dev|" + tag
 i = 0

@@ -1,7 +1,7 @@
 """Drivers that abort, hang, build nothing, compute wrongly or report garbage figures.
 
 The faults are injected into the child processes only (the probe child and the build
-helper, see wticonv.isolation): a ``sitecustomize`` module on the children's PYTHONPATH
+helper, see wticonv.runtime.isolation): a ``sitecustomize`` module on the children's PYTHONPATH
 patches pyopencl there when ``WTICONV_CHILD`` names the role the fault is meant for, just
 as a broken driver would behave. Each scenario runs in a fresh process with
 ``POCL_DEVICES="basic pthread"``, so every PoCL platform offers two CPU devices; the fault
@@ -67,8 +67,7 @@ SITECUSTOMIZE = textwrap.dedent('''
 
                 cl.enqueue_copy = enqueue_copy
             if what == "garbage":
-                from wticonv import peak
-
+                from wticonv.runtime import peak
                 _peak = peak.measure_peak_flops
                 peak.measure_peak_flops = lambda device, target_ms=30.0: (
                     7.0e21 if target in device.info.name else _peak(device, target_ms))
@@ -102,7 +101,7 @@ API_SCRIPT = textwrap.dedent('''
     import json, warnings
     import numpy as np
     import wticonv
-    from wticonv.reference import conv_fwd
+    from wticonv.problem.reference import conv_fwd
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 8, 10, 10)).astype(np.float32)
     w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)

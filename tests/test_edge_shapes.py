@@ -4,7 +4,7 @@ For each shape below (the conformance kit's :data:`wticonv.testing.EDGE_SHAPES` 
 shapes listed here: sizes just past the solvers' tile and vector widths, padding at least
 the filter's size, strides past the filter, dilation with groups, ...) and each direction,
 every installed solver that accepts the problem is forced to run it; its result must match
-:func:`wticonv.reference` within the solver's tolerance (rms_range, which is NaN, hence a
+:func:`wticonv.problem.reference` within the solver's tolerance (rms_range, which is NaN, hence a
 failure, when an element is NaN or Inf). The output is handed over with sentinel bytes in
 and around it (the kit's guarded tensors), so an element a solver never writes reads as
 about 1.5e16 and fails the comparison, and a write past the output fails the run.
@@ -22,7 +22,7 @@ import pytest
 
 from wticonv import DIRECTIONS, WticonvError, reference, rms_range
 from wticonv import ConvProblem as P
-from wticonv.tensors import OUTPUT_TENSOR
+from wticonv.problem.tensors import OUTPUT_TENSOR
 from wticonv.testing import EDGE_SHAPES
 from wticonv.testing.checks import SolverUnderTest, _device_tensors, random_data
 
@@ -120,7 +120,7 @@ def _handle_as(handle, kind: str):
     import dataclasses
 
     from wticonv import Handle
-    from wticonv.device import Device
+    from wticonv.runtime.device import Device
 
     if kind == handle.device.kind:
         return handle
@@ -143,7 +143,7 @@ def _variants(sut: SolverUnderTest, p) -> list:
     """``(workspace limit, perf config)`` pairs to run: the default; half the workspace
     the solver takes (fewer images per chunk, fewer splits) where it still accepts that;
     and every perf config of a tunable solver (what ``wticonv tune`` times and may store)."""
-    from wticonv.tune import offered_perf_configs
+    from wticonv.measuring.tune import offered_perf_configs
 
     h, sid = sut.handle, sut.solver_id
     out = [(None, None)]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from wticonv import ConvProblem, reference, rms_range
-from wticonv.bench import run_bench
-from wticonv.networks import load_network
+from wticonv.measuring.bench import run_bench
+from wticonv.workloads.networks import load_network
 
 pytestmark = pytest.mark.gpu
 

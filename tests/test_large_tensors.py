@@ -25,8 +25,8 @@ import pytest
 
 from wticonv import ConvProblem as P
 from wticonv.errors import DeviceMemoryError, NoApplicableSolverError
-from wticonv.plugins import SolverRegistry
-from wticonv.selection import select
+from wticonv.contract.registry import SolverRegistry
+from wticonv.selection.ranking import select
 from wticonv.testing.launches import (INT32_MAX, PlannedBuffer, RecordedLaunch,
                                       RecordingDevice, check_launch, record_run)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import wticonv
-from wticonv.onnx_models import onnx_conv_pads
+from wticonv.workloads.onnx import onnx_conv_pads
 
 onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper  # noqa: E402

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import wticonv
-from wticonv.reference import reference, rms_range
+from wticonv.problem.reference import reference, rms_range
 from wticonv.testing import problems
 
 #: Examples per direction: 150 take about a second on the 2-core CPU (the problems are

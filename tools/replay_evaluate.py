@@ -4,8 +4,8 @@ For developing WTI models without the device: ``wticonv calibrate --csv CAL.csv`
 ``wticonv evaluate NETWORK --csv EVAL.csv`` record what the device measured; this script
 re-predicts every solver with the current source (on a stand-in device with the measured
 device's compute units, peak and bandwidth), refits the calibration factors from the
-probe measurements exactly as ``wticonv calibrate`` does (wticonv.calibrate.fit_factors),
-lets immediate mode choose (wticonv.selection.select, calibrated, find-db ignored) and
+probe measurements exactly as ``wticonv calibrate`` does (wticonv.measuring.calibrate.fit_factors),
+lets immediate mode choose (wticonv.selection.ranking.select, calibrated, find-db ignored) and
 scores each choice by the measured times, as ``wticonv evaluate`` does.
 
     python tools/replay_evaluate.py --calibration cal.csv evaluate-inception3-n32-h200.csv
@@ -26,10 +26,11 @@ import csv
 import statistics
 import sys
 
-from wticonv import keys
-from wticonv.calibrate import fit_factors
-from wticonv.plugins import SolverRegistry
-from wticonv.selection import select
+from wticonv.errors import KeyFormatError
+from wticonv.problem import parse_key
+from wticonv.measuring.calibrate import fit_factors
+from wticonv.contract.registry import SolverRegistry
+from wticonv.selection.ranking import select
 from wticonv.testing.launches import RecordingDevice
 
 
@@ -88,11 +89,11 @@ def load(path, kind: str) -> list[dict]:
                           f"; expected the file of `wticonv {other} --csv`")
     for i, r in enumerate(rows, start=2):
         try:
-            keys.parse_key(r["problem"])
+            parse_key(r["problem"])
             t = float(r["measured_ms"]) if r["measured_ms"] else None
             if kind == "calibration":
                 float(r["predicted_ms"])
-        except (keys.KeyFormatError, ValueError) as e:
+        except (KeyFormatError, ValueError) as e:
             raise ReplayError(f"{path}, line {i}: {e}") from None
         if t is not None and not 0 < t < float("inf"):
             raise ReplayError(f"{path}, line {i}: measured_ms must be a positive finite "
@@ -152,7 +153,7 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
     problem key, chosen, fastest)``."""
     runs, predicted = [], {}
     for r in cal_rows:
-        p = keys.parse_key(r["problem"])
+        p = parse_key(r["problem"])
         if r["problem"] not in predicted:       # one ranking per probe, not per solver row
             predicted[r["problem"]] = raw_predictions(registry, device, p)
         pred = predicted[r["problem"]].get(r["solver"])
@@ -170,7 +171,7 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
               "they were fastest in score against the others", file=sys.stderr)
     slowdowns, misses, skipped = [], [], collections.Counter()
     for key, times in measured.items():
-        p = keys.parse_key(key)
+        p = parse_key(key)
         chosen = select(registry, p, device, measured=False).solver_id
         t = times.get(chosen)
         if t is None:

@@ -17,10 +17,10 @@ import sys
 from dataclasses import asdict
 
 import wticonv
-from wticonv.bench import parse_directions
+from wticonv.measuring.bench import parse_directions
 from wticonv.errors import NoApplicableSolverError
-from wticonv.networks import load_network
-from wticonv.selection import select
+from wticonv.workloads.networks import load_network
+from wticonv.selection.ranking import select
 from wticonv.testing.launches import RecordingDevice
 
 NETWORKS = ("resnet50", "vgg16", "inception3", "mobilenetv2")

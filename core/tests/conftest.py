@@ -27,7 +27,7 @@ def _has_gpu() -> bool:
     # wticonv's own classification: a simulator such as Oclgrind (installed by the test
     # extra) reports the GPU type too, but is not a GPU.
     try:
-        from wticonv.device import list_devices
+        from wticonv.runtime.device import list_devices
 
         return any(info.kind == "gpu" for info, _ in list_devices())
     except Exception:  # noqa: BLE001 - no OpenCL at all means no GPU
@@ -70,8 +70,8 @@ def own_store(tmp_path, handle):
     """A fresh store under ``tmp_path`` that already knows the devices' figures (so nothing
     is measured again) but holds no find-db, perf-db or calibration records, unlike the
     shared test store other tests rank with."""
-    from wticonv.device import list_devices
-    from wticonv.store import Store
+    from wticonv.runtime.device import list_devices
+    from wticonv.db.store import Store
 
     store = Store(tmp_path)
     store.copy_device_records(handle.device.store, [info.key for info, _ in list_devices()])
@@ -82,7 +82,7 @@ def own_store(tmp_path, handle):
 def own_handle(own_store, handle):
     """A handle on the default device that keeps its records in :func:`own_store`."""
     import wticonv
-    from wticonv.device import select_device
+    from wticonv.runtime.device import select_device
 
     return wticonv.Handle(select_device(handle.device.info.index, own_store))
 

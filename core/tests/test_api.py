@@ -143,8 +143,8 @@ def test_tensor_larger_than_the_device_is_a_clear_error(handle):
 
 def test_fallback_reports_the_solver_that_ran():
     from wticonv import Handle, SolverWarning, hookimpl
-    from wticonv.bench import measure
-    from wticonv.plugins import SolverRegistry
+    from wticonv.measuring.bench import measure
+    from wticonv.contract.registry import SolverRegistry
 
     calls = []
 

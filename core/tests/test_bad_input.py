@@ -10,7 +10,7 @@ import pyopencl as cl
 import pytest
 
 import wticonv
-import wticonv.keys
+import wticonv.problem
 from wticonv import (ArgumentError, ConvProblem, ConvTensors, DeviceError, HostMemoryError,
                      NoApplicableSolverError, ProblemError, SolverNotApplicableError,
                      SolverNotFoundError, TensorError, reference, rms_range)
@@ -246,7 +246,7 @@ KEY = "3-8-7-3x3-4-6-5-2-0x0-1x1-1x1-0-NCHW-FP32-F"
 
 
 def test_handle_methods_take_a_find_db_key_and_a_tuple_of_buffers(handle):
-    p = wticonv.keys.parse_key(KEY)
+    p = wticonv.problem.parse_key(KEY)
     assert handle.select(KEY) is handle.select(p)
     assert rms_range(handle.compute(KEY, x=X, w=W), reference(p, x=X, w=W)) < TOL
     dev = handle.device
@@ -281,7 +281,7 @@ def test_handle_methods_take_a_find_db_key_and_a_tuple_of_buffers(handle):
     (lambda h: h.select(P, solver=5), ArgumentError, "solver=5 must be a string"),
     (lambda h: h.select(P, workspace_limit=-1), ArgumentError, "workspace_limit=-1 must be"),
     (lambda h: wticonv.Handle(h.device, registry=5), ArgumentError,
-     "registry=5 is not a wticonv.plugins.SolverRegistry; omit it for every installed solver"),
+     "registry=5 is not a wticonv.contract.registry.SolverRegistry; omit it for every installed solver"),
 ])
 def test_handle_methods_refuse_wrong_argument_types(handle, call, error, fragment):
     with pytest.raises(error) as e:
@@ -380,7 +380,7 @@ def test_unknown_device_is_a_device_error(spec, fragment):
 
 
 def test_unknown_device_in_the_environment(monkeypatch):
-    from wticonv.device import select_device
+    from wticonv.runtime.device import select_device
 
     monkeypatch.setenv("WTICONV_DEVICE", "7:3")
     with pytest.raises(DeviceError, match="no OpenCL device 7:3"):
@@ -397,8 +397,8 @@ def test_missing_gpu_is_a_device_error():
 def set_aside_device(handle, tmp_path, monkeypatch) -> str:
     """``P:D`` of the default device, set aside by a stored probe verdict in a fresh cache
     directory that WTICONV_CACHE_DIR now names."""
-    from wticonv.probe import verdict_key
-    from wticonv.store import Store
+    from wticonv.runtime.probe import verdict_key
+    from wticonv.db.store import Store
 
     Store(tmp_path).put_device_verdict(
         verdict_key(handle.device.info), False,
@@ -444,7 +444,7 @@ def test_forced_solver_under_its_minimum_names_the_minimum():
 
 
 def test_limit_below_every_solvers_minimum_names_the_least(handle, monkeypatch):
-    from wticonv.plugins import SolverRegistry
+    from wticonv.contract.registry import SolverRegistry
 
     monkeypatch.setenv("WTICONV_LOAD_PLUGINS", "wticonv-gemm,wticonv-winograd")
     monkeypatch.setenv("WTICONV_DISABLE_SOLVERS", "winograd.fused_f2x3")

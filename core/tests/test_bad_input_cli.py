@@ -93,8 +93,8 @@ def test_unknown_device_in_the_environment_exits_2(capsys, monkeypatch):
 
 
 def test_a_set_aside_device_exits_2(capsys, handle, tmp_path, monkeypatch):
-    from wticonv.probe import verdict_key
-    from wticonv.store import Store
+    from wticonv.runtime.probe import verdict_key
+    from wticonv.db.store import Store
 
     spec = handle.device.info.index
     Store(tmp_path).put_device_verdict(verdict_key(handle.device.info), False,

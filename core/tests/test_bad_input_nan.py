@@ -9,7 +9,7 @@ import pytest
 
 import wticonv
 from wticonv import ConvProblem, SolverNotApplicableError, reference, rms_range
-from wticonv.tensors import OUTPUT_TENSOR
+from wticonv.problem.tensors import OUTPUT_TENSOR
 
 P = ConvProblem(2, 3, 8, 7, 4, 3, 3, pad_h=1, pad_w=1)
 

@@ -1,4 +1,4 @@
-"""Cold builds in the build helper (wticonv.build_helper): results, errors, crashes."""
+"""Cold builds in the build helper (wticonv.runtime.build_helper): results, errors, crashes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pyopencl as cl
 import pytest
 from wticonv import KernelBuildError
-from wticonv.build_helper import BuildHelper, real_key
-from wticonv.programs import ProgramCache, _check_kernels
+from wticonv.runtime.build_helper import BuildHelper, real_key
+from wticonv.runtime.programs import ProgramCache, _check_kernels
 
 SRC = "__kernel void thrice(__global float *a) { a[get_global_id(0)] *= 3.0f; }\n"
 
@@ -123,7 +123,7 @@ def test_a_stand_in_device_info_builds_on_the_real_device(handle, tmp_path):
     import dataclasses
 
     from wticonv import Device
-    from wticonv.store import Store
+    from wticonv.db.store import Store
 
     dev = handle.device
     info = dataclasses.replace(dev.info, name=dev.info.name + " as a 132-CU GPU",

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from wticonv import Decline, Handle, hookimpl
-from wticonv.plugins import SolverRegistry
+from wticonv.contract.registry import SolverRegistry
 from wticonv.testing import (CHECKS, EDGE_SHAPES, CheckFailure, check_solver,
                              parametrize_with_checks, problems)
 from wticonv_direct.naive import solver as naive

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from wticonv import Decline, Handle, hookimpl
-from wticonv.plugins import SolverRegistry
+from wticonv.contract.registry import SolverRegistry
 from wticonv.testing import EDGE_SHAPES, CheckFailure, check_solver, default_corpus
 from wticonv_direct.naive import solver as naive
 
@@ -182,7 +182,7 @@ class _LooseQuarter(_Loose):
 @pytest.mark.parametrize("fake", [_Loose, _LooseQuarter], ids=lambda f: f.solver_id)
 def test_the_reference_check_flags_a_tolerance_looser_than_the_kit_accepts(fake,
                                                                            wticonv_handle):
-    from wticonv.contract import KIT_TOLERANCE_LIMIT
+    from wticonv.contract.answers import KIT_TOLERANCE_LIMIT
 
     h = _handle(wticonv_handle, fake())
     with pytest.raises(CheckFailure, match=rf"tolerance 0.5 is looser than the kit accepts "

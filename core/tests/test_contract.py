@@ -10,7 +10,7 @@ import math
 
 import pytest
 from wticonv import ConvProblem, Handle, PluginError, SolverWarning, hookimpl
-from wticonv.contract import (
+from wticonv.contract.answers import (
     DEFAULT_TOLERANCE,
     applicable_answer,
     declared_max_wti,
@@ -20,7 +20,7 @@ from wticonv.contract import (
     wti_answer,
 )
 from wticonv.errors import ContractError
-from wticonv.plugins import SolverRegistry
+from wticonv.contract.registry import SolverRegistry
 
 P = ConvProblem(2, 8, 9, 7, 12, 3, 3, pad_h=1, pad_w=1)
 

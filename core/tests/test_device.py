@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wticonv import Device, DeviceError, list_devices, select_device
-from wticonv.store import Store
+from wticonv.db.store import Store
 
 
 def test_list_devices_reports_the_basics():
@@ -64,18 +64,18 @@ def test_figures_are_measured_once_and_cached(handle, tmp_path):
 
 
 def _set_aside(store, info, reason="the probe kernel computed wrong values"):
-    from wticonv.probe import verdict_key
+    from wticonv.runtime.probe import verdict_key
 
     store.put_device_verdict(verdict_key(info), False, reason)
 
 
 def test_a_set_aside_device_is_remembered_and_not_probed_again(handle, tmp_path, monkeypatch):
-    import wticonv.probe
+    import wticonv.runtime.probe
 
     def no_probe(*args, **kwargs):
         raise AssertionError("a device with a stored verdict was probed again")
 
-    monkeypatch.setattr(wticonv.probe, "run_probe", no_probe)
+    monkeypatch.setattr(wticonv.runtime.probe, "run_probe", no_probe)
     store = Store(tmp_path)
     _set_aside(store, handle.device.info, "error: unknown target CPU 'generic'")
     dev = Device(handle.device.cl_device, handle.device.info, store)
@@ -94,21 +94,21 @@ def test_named_set_aside_device_is_refused_with_the_reason(handle, tmp_path):
 
 
 def test_a_new_device_is_probed_once_in_a_child(handle, tmp_path, monkeypatch):
-    import wticonv.probe
+    import wticonv.runtime.probe
 
     calls = []
-    real = wticonv.probe.run_probe
+    real = wticonv.runtime.probe.run_probe
 
     def counting(info, store, timeout=None):
         calls.append(info.key)
         return real(info, store, timeout)
 
-    monkeypatch.setattr(wticonv.probe, "run_probe", counting)
+    monkeypatch.setattr(wticonv.runtime.probe, "run_probe", counting)
     store = Store(tmp_path)
     info = handle.device.info
     dev = select_device(info.index, store)
     assert calls == [info.key] and dev.figures_known
-    assert store.get_device_verdict(wticonv.probe.verdict_key(info)) == (True, "")
+    assert store.get_device_verdict(wticonv.runtime.probe.verdict_key(info)) == (True, "")
     peak, bw = store.get_device_figures(info.key)
     assert peak > 1e9 and bw > 1e8
     select_device(info.index, store)

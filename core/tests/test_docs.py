@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from wticonv import hookspecs
-
+from wticonv.contract import hookspecs
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 # The docs live in the repository, not in the core's sdist.
 pytestmark = pytest.mark.skipif(not (DOCS / "hooks.md").is_file(),

@@ -12,8 +12,8 @@ import pytest
 
 import wticonv
 from wticonv import ConvProblem
-from wticonv.find import find
-from wticonv.store import Store
+from wticonv.measuring.find import find
+from wticonv.db.store import Store
 
 P = ConvProblem(2, 8, 12, 12, 16, 3, 3, pad_h=1, pad_w=1)
 
@@ -86,7 +86,7 @@ def test_stale_and_corrupt_records_are_ignored(own_handle):
 def test_concurrent_writers_keep_the_find_db_consistent(tmp_path):
     code = textwrap.dedent(f"""
         import sys
-        from wticonv.store import Store
+        from wticonv.db.store import Store
         s = Store({str(tmp_path)!r})
         w = int(sys.argv[1])
         for i in range(40):
@@ -132,7 +132,7 @@ def test_handle_remembers_selections_until_find_records_new_times(own_handle):
 
 
 def test_evaluate_scores_the_fallback_against_the_fastest(own_handle, tmp_path):
-    from wticonv.evaluate import RULES, evaluate, summarize, write_csv
+    from wticonv.measuring.evaluate import RULES, evaluate, summarize, write_csv
 
     problems = [P, P.with_direction("wrw"), ConvProblem(1, 16, 10, 10, 24, 1, 1)]
     cases = evaluate(own_handle, problems, iterations=2)
@@ -140,7 +140,7 @@ def test_evaluate_scores_the_fallback_against_the_fastest(own_handle, tmp_path):
     for c in cases:
         assert c.measured_ms[c.best] == min(c.measured_ms.values())
         assert c.slowdown["fallback"] >= 1.0
-        model = wticonv.selection.select(own_handle.registry, c.problem, own_handle.device,
+        model = wticonv.selection.ranking.select(own_handle.registry, c.problem, own_handle.device,
                                          measured=False)
         assert c.chosen["fallback"] == model.solver_id     # the models' choice, not find-db's
     s = summarize(cases)
@@ -158,7 +158,7 @@ def test_evaluate_scores_the_fallback_against_the_fastest(own_handle, tmp_path):
 
 def test_evaluate_plot(tmp_path, own_handle):
     pytest.importorskip("matplotlib")
-    from wticonv.evaluate import evaluate, write_plot
+    from wticonv.measuring.evaluate import evaluate, write_plot
 
     cases = evaluate(own_handle, [P], iterations=1)
     write_plot(cases, tmp_path / "p.png")
@@ -180,7 +180,7 @@ def test_calibration_factors_scale_the_wti_and_explain_shows_both(own_handle):
         before["direct.naive"])
     assert naive.wti == pytest.approx(50.0 * before["direct.naive"])
     assert tiled.raw_wti is None and tiled.wti == pytest.approx(before["direct.tiled"])
-    raw = wticonv.selection.select(h.registry, P, h.device, calibrated=False)
+    raw = wticonv.selection.ranking.select(h.registry, P, h.device, calibrated=False)
     assert next(v for v in raw.verdicts if v.solver_id == "direct.naive").raw_wti is None
     # a direction's own factor wins over the solver's all-directions one
     store.put_calibration(key, [("direct.naive", version, 50.0, 3),
@@ -199,8 +199,7 @@ def test_calibration_factors_scale_the_wti_and_explain_shows_both(own_handle):
 
 
 def test_calibrate_measures_the_probes_and_stores_factors(own_handle, monkeypatch):
-    from wticonv import calibrate as cal
-
+    from wticonv.measuring import calibrate as cal
     small = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
              for d in ("fwd", "bwd", "wrw")]
     monkeypatch.setattr(cal, "_probes", lambda n: small)
@@ -222,7 +221,7 @@ def test_cli_calibrate_writes_every_probe_measurement_to_csv(own_store, monkeypa
                                                              tmp_path):
     import csv as csvmod
 
-    from wticonv import calibrate as cal
+    from wticonv.measuring import calibrate as cal
     from wticonv.cli import main
 
     small = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
@@ -245,9 +244,8 @@ def test_cli_calibrate_writes_every_probe_measurement_to_csv(own_store, monkeypa
 
 
 def keys_direction(key: str) -> str:
-    from wticonv import keys
-
-    return keys.parse_key(key).direction
+    from wticonv.problem import parse_key
+    return parse_key(key).direction
 
 
 def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch):
@@ -272,7 +270,7 @@ def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch):
 def test_find_never_times_disabled_solvers(own_handle, monkeypatch):
     # issue 17: WTICONV_DISABLE_SOLVERS keeps a solver out of find (and of its tuning),
     # not only out of the ranking.
-    from wticonv.plugins import SolverRegistry
+    from wticonv.contract.registry import SolverRegistry
 
     h = wticonv.Handle(own_handle.device,
                        SolverRegistry(disabled={"direct.naive", "direct.tiled"}))

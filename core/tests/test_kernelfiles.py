@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from wticonv import KernelBuildError
-from wticonv.kernelfiles import line_directive, read_kernel
+from wticonv.runtime.kernelfiles import line_directive, read_kernel
 
 BROKEN = """/* a kernel with a typo on line 5 */
 __kernel void k(__global float *a)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wticonv import ConvProblem, DriverArgsError, KeyFormatError
-from wticonv.driver import parse_driver_args, parse_driver_line, to_driver_args
+from wticonv.workloads.driver import parse_driver_args, parse_driver_line, to_driver_args
 
 
 def test_key_matches_miopen_example():

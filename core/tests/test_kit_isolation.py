@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from wticonv import hookimpl
-from wticonv.plugins import BUILT_IN_DISTRIBUTIONS
+from wticonv.contract.registry import BUILT_IN_DISTRIBUTIONS
 from wticonv.testing import (
     EDGE_SHAPES,
     CheckFailure,

@@ -18,8 +18,7 @@ NET = "conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1\n"
 
 @pytest.fixture
 def cli_env(own_store, monkeypatch, tmp_path):
-    from wticonv import calibrate as cal
-
+    from wticonv.measuring import calibrate as cal
     monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
     monkeypatch.setattr(cal, "_probes", lambda n: [
         ConvProblem(1, 4, 6, 6, 4, 3, 3, pad_h=1, pad_w=1, direction=d)
@@ -27,7 +26,7 @@ def cli_env(own_store, monkeypatch, tmp_path):
     net = tmp_path / "net.txt"
     net.write_text(NET)
     measured = []
-    import wticonv.find as find
+    import wticonv.measuring.find as find
 
     real = find.timed_together
     monkeypatch.setattr(find, "timed_together",
@@ -70,8 +69,7 @@ def test_plot_without_matplotlib_fails_before_measuring(cli_env, capsys, monkeyp
 
 def test_a_csv_that_cannot_be_written_at_the_end_keeps_the_summary(cli_env, capsys,
                                                                    monkeypatch, tmp_path):
-    from wticonv import evaluate as ev
-
+    from wticonv.measuring import evaluate as ev
     net, measured = cli_env
 
     def full_disk(cases, path, device=None):
@@ -107,8 +105,7 @@ def test_csvs_record_the_device(cli_env, capsys, tmp_path):
 
 
 def test_calibrations_take_turns(own_handle, monkeypatch):
-    from wticonv import calibrate as cal
-
+    from wticonv.measuring import calibrate as cal
     held = []
     store = own_handle.device.store
     real = store.exclusive
@@ -124,7 +121,7 @@ def test_calibrations_take_turns(own_handle, monkeypatch):
 
 
 def test_new_device_figures_drop_the_calibration_fitted_to_the_old(own_handle, monkeypatch):
-    import wticonv.peak as peak
+    import wticonv.runtime.peak as peak
 
     dev, store = own_handle.device, own_handle.device.store
     held = []

@@ -8,7 +8,7 @@ registered", and ``conv -S direct.naive`` ran the impostor.
 from __future__ import annotations
 
 import pytest
-from wticonv.plugins import SolverRegistry
+from wticonv.contract.registry import SolverRegistry
 
 IMPOSTOR = '''
 from wticonv_direct.naive import NaiveSolver
@@ -29,8 +29,7 @@ solver = S()
 def order(request, monkeypatch):
     """Entry points in discovery order, or reversed: the outcome must not depend on it."""
     import importlib_metadata
-    from wticonv import plugins
-
+    from wticonv.contract import registry as plugins
     real = importlib_metadata.entry_points
 
     def entry_points(**kw):
@@ -75,7 +74,7 @@ def test_a_prefix_with_one_claimant_belongs_to_it(fake_dist):
               {"conv": "fake_acme_a:solver"})
     reg = SolverRegistry()
     assert reg.get("acme.conv").distribution == "acme-fast"
-    from wticonv.plugins import prefix_owner
+    from wticonv.contract.registry import prefix_owner
 
     assert prefix_owner("direct", ["wticonv-direct", "acme-fast"]) == "wticonv-direct"
     assert prefix_owner("my_conv", ["wticonv-my-conv"]) == "wticonv-my-conv"

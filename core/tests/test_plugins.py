@@ -12,7 +12,7 @@ import io
 import pytest
 
 from wticonv import ConvProblem, PluginError, hookimpl
-from wticonv.plugins import SolverRegistry
+from wticonv.contract.registry import SolverRegistry
 
 GOOD = '''
 from wticonv import hookimpl
@@ -154,8 +154,7 @@ def test_tracing_prints_hook_calls():
 
 
 def test_hook_api_versions_are_checked_and_mismatches_quarantined(fake_dist):
-    from wticonv import hookspecs
-
+    from wticonv.contract import hookspecs
     api = 'solver = S()'
     fake_dist("fake-api", {
         "fake_old": GOOD.format(sid="fake.old").replace(api, "S.hook_api = (0,)\n" + api),

@@ -1,4 +1,4 @@
-"""The probe (wticonv.probe) and the helpers it shares with the build helper."""
+"""The probe (wticonv.runtime.probe) and the helpers it shares with the build helper."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from wticonv import probe
-from wticonv.isolation import describe_exit, error_tail, timeout_from_env
+from wticonv.runtime import probe
+from wticonv.runtime.isolation import describe_exit, error_tail, timeout_from_env
 
 
 def _run_probe_kernel(device):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wticonv import ConvProblem, rms_range
-from wticonv.reference import conv_bwd, conv_fwd, conv_wrw
+from wticonv.problem.reference import conv_bwd, conv_fwd, conv_wrw
 
 
 def loops_fwd(x, w, p):

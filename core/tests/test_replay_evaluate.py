@@ -22,7 +22,7 @@ def _tool():
 
 
 def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_path, capsys):
-    from wticonv import calibrate as cal
+    from wticonv.measuring import calibrate as cal
     from wticonv.cli import main
 
     probes = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
@@ -49,7 +49,7 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
     dev.info = h.device.info                         # the same vector width and limits
     within, mean, misses = tool.replay(h.registry, dev, tool._read(tmp_path / "cal.csv"),
                                        rows, label="test")
-    replayed = {key: tool.select(h.registry, tool.keys.parse_key(key), dev,
+    replayed = {key: tool.select(h.registry, tool.parse_key(key), dev,
                                  measured=False).solver_id for key in chosen}
     assert replayed == chosen
     slowdowns = {}
@@ -129,7 +129,7 @@ def test_replay_says_which_cases_it_leaves_out(tmp_path, capsys):
     rows = tool.load(TOOL.parents[1] / "benchmarks/results/evaluate-vgg16-n8-cpu.csv",
                      "evaluation")
     dev = tool.device_for(cal)
-    from wticonv.plugins import SolverRegistry
+    from wticonv.contract.registry import SolverRegistry
 
     reg = SolverRegistry()
     within, mean, _ = tool.replay(reg, dev, cal, rows, label="vgg16")

@@ -13,10 +13,10 @@ import pytest
 
 from wticonv import (ConvProblem, Decline, NoApplicableSolverError, SolverNotApplicableError,
                      SolverNotFoundError, SolverWarning, hookimpl)
-from wticonv.plugins import SolverRegistry
-from wticonv.selection import select
+from wticonv.contract.registry import SolverRegistry
+from wticonv.selection.ranking import select
 
-DEVICE = SimpleNamespace(peak_flops=1e12, kind="cpu",
+DEVICE = SimpleNamespace(peak_flops=1e12, kind="cpu", store=None,
                          info=SimpleNamespace(max_alloc_bytes=2**34))
 PROBLEM = ConvProblem(n=2, c=16, h=14, w=14, k=32, r=3, s=3, pad_h=1, pad_w=1)
 

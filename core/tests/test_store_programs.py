@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from wticonv import Device, KernelBuildError
-from wticonv.programs import ProgramCache
-from wticonv.store import Store
+from wticonv.runtime.programs import ProgramCache
+from wticonv.db.store import Store
 
 SRC = "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }\n"
 
@@ -87,7 +87,7 @@ def test_program_built_once_then_loaded_from_disk(handle, tmp_path):
 def test_programs_persist_across_processes(handle, tmp_path):
     script = textwrap.dedent(f"""
         import wticonv
-        from wticonv.store import Store
+        from wticonv.db.store import Store
         h = wticonv.get_handle()
         dev = wticonv.Device(h.device.cl_device, h.device.info, Store({str(tmp_path)!r}))
         dev.build({SRC!r})

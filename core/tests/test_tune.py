@@ -12,11 +12,11 @@ import pytest
 
 from wticonv import (ArgumentError, ConvProblem, Handle, NoApplicableSolverError,
                      SolverNotApplicableError, SolverWarning, hookimpl)
-from wticonv.bench import measure
-from wticonv.find import find
-from wticonv.plugins import SolverRegistry
-from wticonv.store import Store
-from wticonv.tune import tune
+from wticonv.measuring.bench import measure
+from wticonv.measuring.find import find
+from wticonv.contract.registry import SolverRegistry
+from wticonv.db.store import Store
+from wticonv.measuring.tune import tune
 
 #: A small forward problem direct.tiled takes (its CPU perf configs: v16, v8 and, the
 #: reduction being 72 long, both with the filter packed).
@@ -194,7 +194,7 @@ def test_processes_sharing_the_databases_keep_them_consistent(tmp_path):
     readers in between: every record lands whole."""
     code = textwrap.dedent(f"""
         import sys
-        from wticonv.store import Store
+        from wticonv.db.store import Store
         s = Store({str(tmp_path)!r})
         w = int(sys.argv[1])
         for i in range(30):
@@ -247,7 +247,7 @@ def test_cli_tune_explain_and_cache(own_store, monkeypatch, capsys):
 def test_a_default_faster_than_every_perf_config_keeps_no_record(own_handle, monkeypatch):
     """tune compares the default with the listed configs: when the default wins, the
     perf-db keeps no record (and an earlier one is deleted)."""
-    import wticonv.find as find_mod
+    import wticonv.measuring.timing as find_mod
 
     h = own_handle
     store, key = h.device.store, h.device.key

@@ -15,25 +15,41 @@ Quick start::
 
 from __future__ import annotations
 
-import math
-
-from .api import conv2d, conv2d_input, conv2d_weight
-from .contract import DEFAULT_TOLERANCE, declared_tolerance
-from .device import Device, DeviceInfo, list_devices, select_device
-from .errors import (ArgumentError, ContractError, DeviceError, DeviceMemoryError,
-                     DriverArgsError, HostMemoryError, KernelBuildError,
-                     KeyFormatError,
-                     NetworkError, NoApplicableSolverError, PluginError, ProblemError,
-                     SolverNotApplicableError, SolverNotFoundError, SolverRunError,
-                     SolverWarning, TensorError, WticonvError)
-from .handle import Handle, RunResult, get_handle
-from .hookspecs import WTI_UNKNOWN, Decline, hookimpl
-from .problem import DIRECTIONS, ConvProblem
-from .reference import reference, rms_range
-from .selection import Selection, Verdict
-from .tensors import ConvTensors
-
-__version__ = "0.1.0"
+from wticonv import _moved
+from wticonv._version import __version__
+from wticonv.api import conv2d, conv2d_input, conv2d_weight
+from wticonv.contract.answers import (
+    DEFAULT_TOLERANCE,
+    reduction_length,
+    tolerance_for,
+)
+from wticonv.contract.hookspecs import WTI_UNKNOWN, Decline, hookimpl
+from wticonv.errors import (
+    ArgumentError,
+    ContractError,
+    DeviceError,
+    DeviceMemoryError,
+    DriverArgsError,
+    HostMemoryError,
+    KernelBuildError,
+    KeyFormatError,
+    NetworkError,
+    NoApplicableSolverError,
+    PluginError,
+    ProblemError,
+    SolverNotApplicableError,
+    SolverNotFoundError,
+    SolverRunError,
+    SolverWarning,
+    TensorError,
+    WticonvError,
+)
+from wticonv.handle import Handle, RunResult, get_handle
+from wticonv.problem.conv import DIRECTIONS, ConvProblem
+from wticonv.problem.reference import reference, rms_range
+from wticonv.problem.tensors import ConvTensors
+from wticonv.runtime.device import Device, DeviceInfo, list_devices, select_device
+from wticonv.selection.ranking import Selection, Verdict
 
 
 def explain(problem: ConvProblem, workspace_limit: int | None = None,
@@ -42,21 +58,9 @@ def explain(problem: ConvProblem, workspace_limit: int | None = None,
 
     Returns the :class:`Selection`: the chosen solver and, per solver, whether it applies
     (or why not), its WTI, workspace and predicted time. Raises as
-    :func:`wticonv.selection.select`.
+    :func:`wticonv.selection.ranking.select`.
     """
     return (handle or get_handle()).select(problem, workspace_limit, solver)
-
-
-def reduction_length(problem: ConvProblem) -> int:
-    """How many products each output element of ``problem`` sums, at most: C/groups x R x
-    S for fwd, K/groups x ceil(R/stride_h) x ceil(S/stride_w) for bwd, N x Ho x Wo for
-    wrw."""
-    p = problem
-    if p.direction == "fwd":
-        return (p.c // p.groups) * p.r * p.s
-    if p.direction == "bwd":
-        return (p.k // p.groups) * -(-p.r // p.stride_h) * -(-p.s // p.stride_w)
-    return p.n * p.ho * p.wo
 
 
 def solver_tolerance(handle: Handle, solver_id: str, problem: ConvProblem | None = None
@@ -65,16 +69,15 @@ def solver_tolerance(handle: Handle, solver_id: str, problem: ConvProblem | None
 
     The solver's declared ``tolerance`` (else :data:`DEFAULT_TOLERANCE`; the registry
     refuses, at load time, a solver declaring one that is not a number between 0 and 1,
-    see :mod:`wticonv.contract`) holds for sums of
+    see :mod:`wticonv.contract.answers`) holds for sums of
     up to 1024 products; beyond, it grows as sqrt(length / 1024) (:func:`reduction_length`),
     as the rounding error of a float32 sum of random terms does. E.g. a backward-weights
     pass over 2 x 499 x 496 pixels allows 22 x the base tolerance.
     """
-    base = declared_tolerance(solver_id, handle.registry.get(solver_id).obj)
-    if problem is None:
-        return base
-    return base * max(1.0, math.sqrt(reduction_length(problem) / 1024))
+    return tolerance_for(handle.registry, solver_id, problem)
 
+
+_moved.install()
 
 __all__ = [
     "conv2d", "conv2d_input", "conv2d_weight", "explain", "solver_tolerance",
@@ -82,7 +85,8 @@ __all__ = [
     "ConvProblem", "DIRECTIONS", "ConvTensors", "Device", "DeviceInfo", "Handle", "RunResult",
     "Selection", "Verdict", "Decline", "hookimpl", "WTI_UNKNOWN", "DEFAULT_TOLERANCE",
     "get_handle", "list_devices", "select_device", "reference", "rms_range",
-    "WticonvError", "ArgumentError", "ProblemError", "KeyFormatError", "DriverArgsError", "TensorError",
+    "WticonvError", "ArgumentError", "ProblemError", "KeyFormatError", "DriverArgsError",
+    "TensorError",
     "DeviceError", "DeviceMemoryError", "HostMemoryError", "KernelBuildError", "PluginError",
     "ContractError", "SolverNotFoundError",
     "SolverNotApplicableError", "NoApplicableSolverError", "SolverRunError", "NetworkError",

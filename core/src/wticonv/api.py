@@ -12,7 +12,7 @@ Arrays are NCHW NumPy arrays: ``input`` N x C x H x W, ``weight`` K x C/groups x
 ``grad_output`` N x K x Ho x Wo. C-contiguous float32 is used as is; other floating
 dtypes and other layouts (strided, reversed, transposed, Fortran order) are copied to
 C-contiguous float32 in index order; anything else is rejected with a
-:class:`~wticonv.TensorError` (see :func:`wticonv.tensors.as_float32`). Results are new
+:class:`~wticonv.TensorError` (see :func:`wticonv.problem.tensors.as_float32`). Results are new
 float32 arrays.
 
 Empty tensors (N, C, K, H or W of 0) give the exact result without running a solver:
@@ -32,11 +32,11 @@ from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
-from .errors import ArgumentError, HostMemoryError, ProblemError, TensorError
-from .handle import Handle, get_handle
-from .problem import ConvProblem, output_size
-from .selection import workspace_limit_arg
-from .tensors import as_float32
+from wticonv.errors import ArgumentError, HostMemoryError, TensorError
+from wticonv.handle import Handle, get_handle
+from wticonv.problem.conv import ConvProblem, output_size
+from wticonv.problem.tensors import as_float32
+from wticonv.selection.ranking import workspace_limit_arg
 
 __all__ = ["conv2d", "conv2d_input", "conv2d_weight"]
 

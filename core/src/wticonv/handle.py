@@ -13,14 +13,27 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from .device import Device, select_device
-from .errors import (ArgumentError, DeviceMemoryError, HostMemoryError, KernelBuildError,
-                     ProblemError, SolverRunError, SolverWarning, TensorError)
-from .keys import parse_key
-from .plugins import SolverRegistry
-from .problem import ConvProblem
-from .selection import Selection, Verdict, select, workspace_limit_arg
-from .tensors import OUTPUT_TENSOR, ConvTensors, as_float32, as_tensors, check_buffers
+from wticonv.contract.registry import SolverRegistry
+from wticonv.errors import (
+    ArgumentError,
+    DeviceMemoryError,
+    HostMemoryError,
+    KernelBuildError,
+    ProblemError,
+    SolverRunError,
+    SolverWarning,
+    TensorError,
+)
+from wticonv.problem.conv import ConvProblem, parse_key
+from wticonv.problem.tensors import (
+    OUTPUT_TENSOR,
+    ConvTensors,
+    as_float32,
+    as_tensors,
+    check_buffers,
+)
+from wticonv.runtime.device import Device, select_device
+from wticonv.selection.ranking import Selection, Verdict, select, workspace_limit_arg
 
 __all__ = ["Handle", "RunResult", "get_handle"]
 
@@ -103,7 +116,7 @@ class Handle:
         A :class:`Device`, a device spec (``"gpu"``, ``"cpu"``, ``"P:D"``), or None for
         ``WTICONV_DEVICE`` / the default device.
     registry : SolverRegistry, optional
-        The solvers (a :class:`wticonv.plugins.SolverRegistry`); by default every
+        The solvers (a :class:`wticonv.contract.registry.SolverRegistry`); by default every
         installed plugin (entry points).
 
     Raises
@@ -111,7 +124,7 @@ class Handle:
     DeviceError
         No device matches ``device``.
     ArgumentError
-        ``registry`` is not a :class:`~wticonv.plugins.SolverRegistry`.
+        ``registry`` is not a :class:`~wticonv.contract.registry.SolverRegistry`.
 
     The methods take a problem as a :class:`ConvProblem` or as its find-db key string
     (:attr:`ConvProblem.key`).
@@ -127,7 +140,7 @@ class Handle:
     to the device's one in-order queue, each with its own workspace, and a kernel's
     arguments are set and the kernel enqueued as one step (:meth:`Device.enqueue_kernel`).
     Handles on separate :class:`Device` objects of the same OpenCL device are
-    independent. Processes may share one cache directory (:mod:`wticonv.store`).
+    independent. Processes may share one cache directory (:mod:`wticonv.db.store`).
 
     Faults: a candidate that fails to run (its kernels do not build, its workspace or a
     buffer cannot be allocated, a hook raises) is set aside for the problem on this
@@ -141,8 +154,8 @@ class Handle:
                  registry: SolverRegistry | None = None) -> None:
         if registry is not None and not isinstance(registry, SolverRegistry):
             raise ArgumentError(f"registry={registry!r:.60} is not a "
-                                "wticonv.plugins.SolverRegistry; omit it for every installed "
-                                "solver, or pass SolverRegistry(...)")
+                                "wticonv.contract.registry.SolverRegistry; omit it for every "
+                                "installed solver, or pass SolverRegistry(...)")
         self.device = device if isinstance(device, Device) else select_device(device)
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
@@ -156,7 +169,7 @@ class Handle:
 
     def select(self, problem: ConvProblem | str, workspace_limit: int | None = None,
                solver: str | None = None, perf_config: str | None = None) -> Selection:
-        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.select`; a
+        """Rank the solvers for ``problem`` (see :func:`wticonv.selection.ranking.select`; a
         ``perf_config`` may be forced together with ``solver``). ``problem`` is a
         :class:`ConvProblem` or a find-db key string.
 
@@ -245,16 +258,8 @@ class Handle:
         problem = _problem(problem)
         tensors = as_tensors(tensors)
         check_buffers(problem, tensors)
-        if selection is None:
-            selection = self.select(problem, workspace_limit, solver, perf_config)
-        elif not isinstance(selection, Selection):
-            hint = (f"; to force a solver, pass solver={selection!r}"
-                    if isinstance(selection, str) else "")
-            raise ArgumentError(f"selection={selection!r:.60} is not a wticonv.Selection "
-                                f"(made by Handle.select){hint}")
-        elif selection.problem != problem:
-            raise ArgumentError(f"selection is of problem {selection.problem.key}, not of "
-                                f"{problem.key}: select this problem's with Handle.select")
+        selection = self._selection_for(problem, selection, workspace_limit, solver,
+                                        perf_config)
         failures = []
         forced = selection.mode == "forced"
         for v in selection.candidates:
@@ -262,32 +267,55 @@ class Handle:
             if aside is not None:
                 failures.append(f"{v.solver_id}: {aside} (set aside earlier)")
                 continue
-            with self._lock:
-                try:
-                    workspace = self._get_workspace(v.workspace or 0)
-                    with self.device.profile() as prof:
-                        self.registry.call(v.solver_id, "run", problem=problem,
-                                           device=self.device, tensors=tensors,
-                                           workspace=workspace, perf_config=v.perf_config)
-                    if wait:
-                        self.device.queue.finish()
-                except Exception as e:  # noqa: BLE001 - set the solver aside, try the next
-                    reason = _failure_reason(e)
-                    failures.append(f"{v.solver_id}: {reason}")
-                    self._drain()
-                    if not forced:
-                        if len(self._set_aside) >= SELECTION_CACHE_SIZE:
-                            self._set_aside.clear()
-                        self._set_aside[(problem, v.solver_id)] = reason
-                else:
-                    return RunResult(selection, v.solver_id, v.workspace or 0,
-                                     prof.kernel_ms if wait else 0.0, v)
+            result, reason = self._try(problem, tensors, selection, v, wait)
+            if result is not None:
+                return result
+            failures.append(f"{v.solver_id}: {reason}")
             if forced:
                 break
+            if len(self._set_aside) >= SELECTION_CACHE_SIZE:
+                self._set_aside.clear()
+            self._set_aside[(problem, v.solver_id)] = reason
             warnings.warn(f"wticonv: solver {v.solver_id!r} failed to run problem "
                           f"{problem.key} ({reason}); it is set aside for this problem and "
                           "the next candidate runs", SolverWarning, stacklevel=2)
         raise SolverRunError(f"problem {problem.key} could not be run: " + "; ".join(failures))
+
+    def _selection_for(self, problem: ConvProblem, selection, workspace_limit, solver,
+                       perf_config) -> Selection:
+        """``selection`` checked to be a :class:`Selection` of ``problem`` (ArgumentError
+        otherwise), or a new one when None."""
+        if selection is None:
+            return self.select(problem, workspace_limit, solver, perf_config)
+        if not isinstance(selection, Selection):
+            hint = (f"; to force a solver, pass solver={selection!r}"
+                    if isinstance(selection, str) else "")
+            raise ArgumentError(f"selection={selection!r:.60} is not a wticonv.Selection "
+                                f"(made by Handle.select){hint}")
+        if selection.problem != problem:
+            raise ArgumentError(f"selection is of problem {selection.problem.key}, not of "
+                                f"{problem.key}: select this problem's with Handle.select")
+        return selection
+
+    def _try(self, problem: ConvProblem, tensors: ConvTensors, selection: Selection,
+             v: Verdict, wait: bool) -> tuple[RunResult | None, str]:
+        """Run candidate ``v``: ``(its RunResult, "")``, or ``(None, why it failed)`` with
+        the kernels it had queued finished."""
+        with self._lock:
+            try:
+                workspace = self._get_workspace(v.workspace or 0)
+                with self.device.profile() as prof:
+                    self.registry.call(v.solver_id, "run", problem=problem,
+                                       device=self.device, tensors=tensors,
+                                       workspace=workspace, perf_config=v.perf_config)
+                if wait:
+                    self.device.queue.finish()
+            except Exception as e:  # noqa: BLE001 - set the solver aside, try the next
+                reason = _failure_reason(e)
+                self._drain()
+                return None, reason
+            return RunResult(selection, v.solver_id, v.workspace or 0,
+                             prof.kernel_ms if wait else 0.0, v), ""
 
     def _drain(self) -> None:
         """Finish what a failed attempt left queued, so that its errors (and writes) end
@@ -305,13 +333,13 @@ class Handle:
         and return the result as a new float32 array.
 
         ``solver`` forces a solver, ``perf_config`` one of its perf configs (tunable solvers,
-        see :mod:`wticonv.tune`; ``"default"`` its own default).
+        see :mod:`wticonv.measuring.tune`; ``"default"`` its own default).
 
         ``fwd`` needs x (N x C x H x W) and w (K x C/groups x R x S) and returns y;
         ``bwd`` needs y (dy, N x K x Ho x Wo) and w and returns dx; ``wrw`` needs x and y
         (dy) and returns dw. Arrays of any floating dtype and any layout (strided,
         reversed, transposed, Fortran order) are copied to C-contiguous float32 in index
-        order (:func:`wticonv.tensors.as_float32`). Empty tensors cannot be described by a
+        order (:func:`wticonv.problem.tensors.as_float32`). Empty tensors cannot be described by a
         :class:`ConvProblem` (every size is at least 1): :func:`wticonv.conv2d` and its
         siblings handle them.
 

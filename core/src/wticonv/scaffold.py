@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import ArgumentError
+from wticonv.errors import ArgumentError
 
 __all__ = ["new_solver", "collisions", "NAME_RE"]
 
@@ -78,7 +78,7 @@ import functools
 import numpy as np
 
 from wticonv import Decline, hookimpl
-from wticonv.kernelfiles import read_kernel
+from wticonv.runtime.kernelfiles import read_kernel
 
 #: Work-items per work-group.
 LOCAL = 64
@@ -211,14 +211,14 @@ def collisions(name: str) -> list[str]:
     an installed distribution ``wticonv-<name>`` (installing the new one would replace
     it), an importable package ``wticonv_<name>`` (one would shadow the other), or a
     solver-id prefix ``<name>`` that installed solvers use (the new solvers would be
-    quarantined, :mod:`wticonv.ownership`). The built-in plugins' names are refused even
+    quarantined, :mod:`wticonv.contract.ownership`). The built-in plugins' names are refused even
     where they are not installed."""
     import importlib.util
 
     import importlib_metadata
 
-    from .ownership import norm_dist
-    from .plugins import BUILT_IN_DISTRIBUTIONS, SolverRegistry
+    from wticonv.contract.ownership import norm_dist
+    from wticonv.contract.registry import BUILT_IN_DISTRIBUTIONS, SolverRegistry
 
     dist = f"wticonv-{name}".replace("_", "-")
     out = []

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import wticonv
 from wticonv import ConvProblem, Decline, reference, rms_range
-from wticonv.networks import load_network
+from wticonv.workloads.networks import load_network
 from wticonv_direct import depthwise_plan
 from wticonv_direct.depthwise import EFFICIENCY, STREAMING, solver
 from wticonv_direct.naive import solver as naive_solver

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wticonv import ConvProblem, reference, rms_range
-from wticonv.networks import load_network
+from wticonv.workloads.networks import load_network
 from wticonv_gemm import plan
 from wticonv_gemm.im2col import chunk_for
 from wticonv_gemm.im2col import solver as im2col_solver

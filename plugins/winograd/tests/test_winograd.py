@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wticonv import ConvProblem, Decline, reference, rms_range
-from wticonv.networks import load_network
+from wticonv.workloads.networks import load_network
 from wticonv_winograd import plan as wplan
 from wticonv_winograd.f2x3 import solver as f2x3
 from wticonv_winograd.f4x3 import solver as f4x3

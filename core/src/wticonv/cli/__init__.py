@@ -15,11 +15,21 @@ import warnings
 
 import click
 
-from ..errors import (DeviceError, NetworkError, ProblemError, SolverNotFoundError,
-                      StoreError, TensorError, WticonvError, one_line)
-from . import measuring  # noqa: F401 - registers find, tune, evaluate, calibrate
-from . import plugins  # noqa: F401 - registers plugins, check, install, uninstall
-from .commands import cli
+from wticonv.cli import (
+    measuring,  # noqa: F401 - registers find, tune, evaluate, calibrate
+    plugins,  # noqa: F401 - registers plugins, check, install, uninstall
+)
+from wticonv.cli.commands import cli
+from wticonv.errors import (
+    DeviceError,
+    NetworkError,
+    ProblemError,
+    SolverNotFoundError,
+    StoreError,
+    TensorError,
+    WticonvError,
+    one_line,
+)
 
 __all__ = ["main", "cli"]
 
@@ -57,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _debug_traceback() -> None:
-    from ..plugins import debug_enabled
+    from wticonv.contract.registry import debug_enabled
 
     if debug_enabled():
         import traceback

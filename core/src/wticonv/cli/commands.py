@@ -9,15 +9,21 @@ import click
 import numpy as np
 import pyopencl as cl
 
-from .. import __version__
-from ..bench import measure, parse_directions, run_bench
-from ..driver import parse_driver_args
-from ..errors import (DriverArgsError, KernelBuildError, ProblemError, StoreError, WticonvError,
-                      one_line)
-from ..handle import Handle
-from ..keys import parse_key
-from ..networks import load_network
-from . import render
+from wticonv._version import __version__
+from wticonv.cli import render
+from wticonv.errors import (
+    DriverArgsError,
+    KernelBuildError,
+    ProblemError,
+    StoreError,
+    WticonvError,
+    one_line,
+)
+from wticonv.handle import Handle
+from wticonv.measuring.bench import measure, parse_directions, run_bench
+from wticonv.problem.conv import parse_key
+from wticonv.workloads.driver import parse_driver_args
+from wticonv.workloads.networks import load_network
 
 _PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
                 "help_option_names": ["-h", "--help"]}
@@ -102,7 +108,7 @@ def _announce_probes() -> None:
     """Print the probe's progress line (a device's first use) to stderr."""
     import logging
 
-    from ..probe import log
+    from wticonv.runtime.probe import log
 
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -152,8 +158,8 @@ def cli(trace: bool, no_plugin: tuple[str, ...], debug: bool) -> None:
 @_json_option
 def solvers(as_json: bool) -> int:
     """List installed solvers and quarantined plugin entry points."""
-    from ..contract import dynamic_answer
-    from ..plugins import SolverRegistry
+    from wticonv.contract.answers import dynamic_answer
+    from wticonv.contract.registry import SolverRegistry
 
     reg = SolverRegistry()
     rows = []
@@ -199,9 +205,9 @@ def devices(as_json: bool, measure: bool, reprobe: bool) -> int:
 
     A GPU or CPU device seen for the first time on this host is tested first, in a child
     process: a test kernel, then the peak and bandwidth measurement (once; cached)."""
-    from ..device import Device, list_devices
-    from ..probe import ensure_verdict, stored_verdict
-    from ..store import Store
+    from wticonv.db.store import Store
+    from wticonv.runtime.device import Device, list_devices
+    from wticonv.runtime.probe import ensure_verdict, stored_verdict
 
     store = Store()
     rows = []
@@ -387,8 +393,8 @@ def new_solver(name: str, parent: str) -> int:
     Then:
       cd wticonv-NAME && wticonv install -e '.[test]' && pytest tests && wticonv plugins
     """
-    from ..errors import ArgumentError
-    from ..scaffold import new_solver as scaffold
+    from wticonv.errors import ArgumentError
+    from wticonv.scaffold import new_solver as scaffold
 
     try:
         root = scaffold(name, parent)
@@ -407,7 +413,7 @@ def new_solver(name: str, parent: str) -> int:
 @_json_option
 def cache(clear: bool, as_json: bool) -> int:
     """Show (or clear) the on-disk cache: where it is and what it holds."""
-    from ..store import Store
+    from wticonv.db.store import Store
 
     store = Store()
     tables = store.summary()          # opens the database (or falls back to a temporary one)

@@ -10,10 +10,21 @@ import sys
 
 import click
 
-from ..errors import DriverArgsError
-from .commands import (_PASSTHROUGH, _device_option, _emit_json, _handle, _json_option,
-                       _limit_option, _network_options, _network_problems, _problem_from,
-                       _time_cap_option, _trace_option, cli)
+from wticonv.cli.commands import (
+    _PASSTHROUGH,
+    _device_option,
+    _emit_json,
+    _handle,
+    _json_option,
+    _limit_option,
+    _network_options,
+    _network_problems,
+    _problem_from,
+    _time_cap_option,
+    _trace_option,
+    cli,
+)
+from wticonv.errors import DriverArgsError
 
 
 def _targets(command: str, args: tuple[str, ...], n: int | None, directions: str) -> list:
@@ -147,7 +158,7 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
     Immediate mode then ranks the timed solvers by their measured time (`wticonv explain`
     shows "find-db").
     """
-    from ..find import find as find_problem
+    from wticonv.measuring.find import find as find_problem
 
     problems = _targets("find", args, n, directions)
     handle = _handle(device)
@@ -192,8 +203,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     is compared with the fastest, as are two baselines (always GEMM, lowest workspace):
     share within 10 % of the best, top-1 agreement, mean and worst slowdown.
     """
-    from .. import evaluate as ev
-
+    from wticonv.measuring import evaluate as ev
     _writable(csv_path, "--csv")
     _writable(plot_path, "--plot", (".png", ".pdf", ".svg"))
     _distinct({"NETWORK": network, "--csv": csv_path, "--plot": plot_path})
@@ -258,7 +268,7 @@ def calibrate(as_json, device, n, csv_path) -> int:
     the median of predicted / measured time, is stored for this device and multiplies its
     WTI from then on (`explain` shows the raw and the calibrated WTI).
     """
-    from ..calibrate import calibrate as run_calibration
+    from wticonv.measuring.calibrate import calibrate as run_calibration
 
     _writable(csv_path, "--csv")
     handle = _handle(device)
@@ -311,7 +321,7 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
     fastest is stored for this device and used by immediate mode from then on (`wticonv
     explain` shows the perf config and "perf-db"). `wticonv cache --clear` forgets them.
     """
-    from ..tune import tune as tune_problem
+    from wticonv.measuring.tune import tune as tune_problem
 
     problems = _targets("tune", args, n, directions)
     handle = _handle(device)

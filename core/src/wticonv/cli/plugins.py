@@ -16,8 +16,8 @@ import sys
 
 import click
 
-from ..errors import SolverNotFoundError
-from .commands import _device_option, _emit_json, _handle, _json_option, cli
+from wticonv.cli.commands import _device_option, _emit_json, _handle, _json_option, cli
+from wticonv.errors import SolverNotFoundError
 
 __all__ = ["plugins_info", "pip_command", "installed_solvers"]
 
@@ -31,9 +31,9 @@ def plugins_info(include_all: bool = False) -> list[dict]:
     disabled, entry_point) and quarantined (entry_point, solver_id, reason, and the
     traceback with ``WTICONV_DEBUG``). Without ``include_all``, built-in and filtered-out
     distributions are left out."""
-    from ..contract import declared_max_wti, declared_tolerance, dynamic_answer
-    from ..ownership import norm_dist
-    from ..plugins import BUILT_IN_DISTRIBUTIONS, SolverRegistry, debug_enabled
+    from wticonv.contract.answers import declared_max_wti, declared_tolerance, dynamic_answer
+    from wticonv.contract.ownership import norm_dist
+    from wticonv.contract.registry import BUILT_IN_DISTRIBUTIONS, SolverRegistry, debug_enabled
 
     reg = SolverRegistry()
     built_in = {norm_dist(d) for d in BUILT_IN_DISTRIBUTIONS}
@@ -67,7 +67,7 @@ def plugins_info(include_all: bool = False) -> list[dict]:
         dist(q.distribution, q.version)["quarantined"].append(row)
     for name, why in reg.skipped.items():
         dist(name, "")["skipped"] = why
-    from .commands import filter_note
+    from wticonv.cli.commands import filter_note
 
     filter_note(reg)
     rows = sorted(dists.values(), key=lambda d: (not d["built_in"], norm_dist(d["name"])))
@@ -120,7 +120,7 @@ def plugins(as_json: bool, include_all: bool) -> int:
 
 def _targets(name: str, registry) -> tuple[list[str], list]:
     """Solver ids and quarantines of ``name``: a solver id, or a distribution name."""
-    from ..ownership import norm_dist
+    from wticonv.contract.ownership import norm_dist
 
     if name in registry.solvers:
         return [name], [q for q in registry.quarantined if q.solver_id == name]
@@ -152,8 +152,8 @@ def check(target, checks, examples, no_isolate, device, as_json) -> int:
     or on one SOLVER, and print a readable report: each check, passed with the number
     of problems it covered, or what failed and on which problem. Exit status 1 if a
     check fails or an entry point of DIST is quarantined."""
-    from ..plugins import SolverRegistry
-    from ..testing import CHECKS, check_solver
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.testing import CHECKS, check_solver
 
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
@@ -189,7 +189,7 @@ def pip_command(args) -> list[str]:
 
 
 _LISTING = ("import json, warnings\nwarnings.simplefilter('ignore')\n"
-            "from wticonv.plugins import SolverRegistry\nr = SolverRegistry()\n"
+            "from wticonv.contract.registry import SolverRegistry\nr = SolverRegistry()\n"
             "print(json.dumps({'solvers': {s: f'{e.distribution} {e.version}'.strip() "
             "for s, e in r.solvers.items()}, 'quarantined': [f'{q.entry_point} "
             "({q.distribution}): {q.reason}' for q in r.quarantined]}))\n")

@@ -9,9 +9,9 @@ import contextlib
 
 import numpy as np
 
-from ..problem import ConvProblem
-from ..tensors import OUTPUT_TENSOR
-from .failure import CheckFailure
+from wticonv.problem.conv import ConvProblem
+from wticonv.problem.tensors import OUTPUT_TENSOR
+from wticonv.testing.failure import CheckFailure
 
 __all__ = ["GUARD_BYTES", "random_data", "device_tensors", "guarded", "guards_intact"]
 
@@ -58,7 +58,7 @@ class _DeviceTensors:
     def __init__(self, dev, problem: ConvProblem, data: dict, out_fill=None) -> None:
         import pyopencl as cl
 
-        from ..tensors import ConvTensors
+        from wticonv.problem.tensors import ConvTensors
 
         self.dev, self.problem, self.out = dev, problem, OUTPUT_TENSOR[problem.direction]
         self.shapes = {k: v.shape for k, v in data.items()}

@@ -15,14 +15,14 @@ import time
 
 import numpy as np
 
-from ..contract import DEFAULT_MAX_WTI, KIT_TOLERANCE_LIMIT
-from ..hookspecs import HOOK_NAMES
-from ..problem import ConvProblem
-from ..reference import reference, rms_range
-from ..tensors import OUTPUT_TENSOR
-from .buffers import GUARD_BYTES, device_tensors, guarded, guards_intact, random_data
-from .failure import CheckFailure
-from .sut import SolverUnderTest
+from wticonv.contract.answers import DEFAULT_MAX_WTI, KIT_TOLERANCE_LIMIT
+from wticonv.contract.hookspecs import HOOK_NAMES
+from wticonv.problem.conv import ConvProblem
+from wticonv.problem.reference import reference, rms_range
+from wticonv.problem.tensors import OUTPUT_TENSOR
+from wticonv.testing.buffers import GUARD_BYTES, device_tensors, guarded, guards_intact, random_data
+from wticonv.testing.failure import CheckFailure
+from wticonv.testing.sut import SolverUnderTest
 
 # The names of earlier versions, kept for code that imported them from here.
 _device_tensors, _guarded, _guards_intact = device_tensors, guarded, guards_intact
@@ -42,8 +42,8 @@ def check_hooks(sut: SolverUnderTest) -> int | None:
     signatures against the specs, and its ``tolerance`` and ``max_wti``), ``is_dynamic``
     answers ``True`` or ``False``, and a tunable solver's ``perf_configs`` answers a list
     of distinct valid names for the problems it accepts (the first five)."""
-    from ..contract import dynamic_answer
-    from ..errors import ContractError
+    from wticonv.contract.answers import dynamic_answer
+    from wticonv.errors import ContractError
 
     entry = sut.entry
     missing = [h for h in HOOK_NAMES if not hasattr(entry.obj, h)]
@@ -101,7 +101,7 @@ def check_queries_pure(sut: SolverUnderTest) -> int:
 
 def check_wti(sut: SolverUnderTest) -> int:
     """On every corpus problem, in every direction, the kit calls each query hook itself
-    and validates each answer (:mod:`wticonv.contract`): ``is_applicable`` answers
+    and validates each answer (:mod:`wticonv.contract.answers`): ``is_applicable`` answers
     ``True``, ``False`` or a ``Decline``; then ``is_dynamic`` a bool, ``workspace_size``
     a non-negative int, and ``get_wti`` a finite number, -2.0 (unknown) or between 0 and
     the solver's ``max_wti`` (:data:`DEFAULT_MAX_WTI` unless it declares one). The first
@@ -129,7 +129,7 @@ def check_reference(sut: SolverUnderTest) -> int:
     """Every corpus problem the solver accepts, in every direction, and ``examples``
     problems drawn by hypothesis (:func:`wticonv.testing.problems`, derandomized), match
     the float64 reference within the solver's tolerance (rms_range). A declared tolerance
-    looser than :data:`~wticonv.contract.KIT_TOLERANCE_LIMIT` fails before anything runs.
+    looser than :data:`~wticonv.contract.answers.KIT_TOLERANCE_LIMIT` fails before anything runs.
     Needs hypothesis (the ``testing`` extra: ``pip install "wticonv[testing]"``)."""
     base = sut.base_tolerance
     if base > KIT_TOLERANCE_LIMIT:
@@ -144,7 +144,7 @@ def check_reference(sut: SolverUnderTest) -> int:
                            "installed: pip install \"wticonv[testing]\" (the testing extra "
                            "declares it)") from None
 
-    from . import problems
+    from wticonv.testing.corpus import problems
 
     accepted = sut.accepted()
     for i, p in enumerate(accepted):

@@ -91,7 +91,7 @@ class _Macros:
             args, end = split
             if args == [""] and not params:
                 args = []
-            raw = dict(zip(params, args))
+            raw = dict(zip(params, args, strict=False))
             done = {p: self.expand(a, disabled) for p, a in raw.items()}
 
             def sub(mm, raw=raw, done=done, body=body):

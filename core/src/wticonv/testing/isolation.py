@@ -8,7 +8,7 @@ registry holds only
 - the solvers under test: installed ones named by id (loaded through their entry points,
   with their distribution and version), or solver objects registered in-process, without
   installing anything (the ``register`` path for unit tests);
-- the built-in solvers (:data:`wticonv.plugins.BUILT_IN_DISTRIBUTIONS`), which the kit and
+- the built-in solvers (:data:`wticonv.contract.registry.BUILT_IN_DISTRIBUTIONS`), which the kit and
   the reference compare against, unless ``built_ins=False``.
 
 ``check_solver(..., isolated=True)`` and ``parametrize_with_checks(..., isolated=True)``
@@ -30,7 +30,7 @@ def solver_key(solver: Any) -> str:
         return solver
     sid = getattr(solver, "solver_id", None)
     if not isinstance(sid, str):
-        from ..errors import PluginError
+        from wticonv.errors import PluginError
 
         raise PluginError(f"{solver!r:.60} is neither a solver id nor a solver object (it has "
                           "no str 'solver_id' attribute)")
@@ -38,7 +38,7 @@ def solver_key(solver: Any) -> str:
 
 
 def _installed(solver_id: str, full) -> Any:
-    from ..errors import SolverNotFoundError
+    from wticonv.errors import SolverNotFoundError
 
     try:
         return full.get(solver_id)
@@ -52,7 +52,7 @@ def _installed(solver_id: str, full) -> Any:
 
 
 def isolated_registry(*solvers: Any, built_ins: bool = True):
-    """A :class:`~wticonv.plugins.SolverRegistry` of only ``solvers`` (ids of installed
+    """A :class:`~wticonv.contract.registry.SolverRegistry` of only ``solvers`` (ids of installed
     solvers, or solver objects registered in-process) and, with ``built_ins``, the built-in
     solvers.
 
@@ -65,8 +65,8 @@ def isolated_registry(*solvers: Any, built_ins: bool = True):
         If a solver object does not honour the contract (as registration checks it), or
         two of ``solvers`` have the same id.
     """
-    from ..ownership import norm_dist
-    from ..plugins import BUILT_IN_DISTRIBUTIONS, SolverRegistry
+    from wticonv.contract.ownership import norm_dist
+    from wticonv.contract.registry import BUILT_IN_DISTRIBUTIONS, SolverRegistry
 
     reg = SolverRegistry(load_entry_points=False, disabled=(), trace=None)
     ids = [s for s in solvers if isinstance(s, str)]
@@ -100,7 +100,7 @@ def isolated_handle(*solvers: Any, device=None, built_ins: bool = True):
         h = isolated_handle(MySolver())
         check_solver("my.solver", h)          # or simply check_solver(MySolver())
     """
-    from ..handle import Handle, get_handle
+    from wticonv.handle import Handle, get_handle
 
     if device is None:
         device = get_handle().device

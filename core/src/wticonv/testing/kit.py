@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import EDGE_SHAPES
-from .checks import CHECKS
-from .failure import CheckFailure
-from .sut import SolverUnderTest
+from wticonv.testing.checks import CHECKS
+from wticonv.testing.corpus import EDGE_SHAPES
+from wticonv.testing.failure import CheckFailure
+from wticonv.testing.sut import SolverUnderTest
 
 __all__ = ["CheckResult", "SolverReport", "check_solver", "parametrize_with_checks",
            "default_corpus"]
@@ -22,7 +22,7 @@ def default_corpus() -> list:
     """The problems every check runs on unless given others: :data:`EDGE_SHAPES` and
     a few small layers shaped like ResNet-50's and MobileNetV2's (all forward; the checks
     take them in every direction)."""
-    from ..problem import ConvProblem as P
+    from wticonv.problem.conv import ConvProblem as P
 
     layers = [P(2, 16, 12, 12, 16, 3, 3, pad_h=1, pad_w=1),
               P(2, 32, 7, 7, 64, 1, 1),
@@ -72,8 +72,8 @@ class SolverReport:
 
 
 def _sut(solver_id: str, handle=None, corpus=None, examples: int = 20) -> SolverUnderTest:
-    from ..handle import get_handle
-    from .isolation import _installed
+    from wticonv.handle import get_handle
+    from wticonv.testing.isolation import _installed
 
     handle = handle if handle is not None else get_handle()
     _installed(solver_id, handle.registry)      # says why, when it was quarantined
@@ -87,7 +87,7 @@ _ISOLATED: dict = {}
 def _isolated(solver, handle):
     """The isolated handle for ``solver`` on ``handle``'s device (or the default device),
     made once per solver and device."""
-    from .isolation import isolated_handle, solver_key
+    from wticonv.testing.isolation import isolated_handle, solver_key
 
     device = handle.device if handle is not None else None
     key = (solver_key(solver), id(solver) if not isinstance(solver, str) else 0, id(device))
@@ -140,7 +140,7 @@ def check_solver(solver_id, handle=None, corpus=None, checks=None,
         With ``raise_on_failure``, when a check fails unexpectedly.
     """
     if isolated or not isinstance(solver_id, str):
-        from .isolation import solver_key
+        from wticonv.testing.isolation import solver_key
 
         handle = _isolated(solver_id, handle)
         solver_id = solver_key(solver_id)
@@ -188,7 +188,7 @@ def parametrize_with_checks(solvers, expected_failed_checks=None, corpus=None,
     """
     import pytest
 
-    from .isolation import solver_key
+    from wticonv.testing.isolation import solver_key
 
     params = []
     for solver in solvers:

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..device import DeviceInfo
-from ..problem import ConvProblem
-from ..tensors import ConvTensors
-from .clsource import Kernel, kernel_signatures
+from wticonv.problem.conv import ConvProblem
+from wticonv.problem.tensors import ConvTensors
+from wticonv.runtime.device import DeviceInfo
+from wticonv.testing.clsource import Kernel, kernel_signatures
 
 __all__ = ["RecordingDevice", "PlannedBuffer", "RecordedLaunch", "Recording", "record_run",
            "check_launch", "INT32_MAX"]
@@ -85,11 +85,11 @@ class RecordedLaunch:
 
     def named_args(self) -> dict:
         """Arguments by parameter name."""
-        return {p.name: a for p, a in zip(self.kernel.params, self.args)}
+        return {p.name: a for p, a in zip(self.kernel.params, self.args, strict=False)}
 
 
 class RecordingDevice:
-    """A stand-in :class:`~wticonv.device.Device` of ``kind`` (``"gpu"`` or ``"cpu"``)
+    """A stand-in :class:`~wticonv.runtime.device.Device` of ``kind`` (``"gpu"`` or ``"cpu"``)
     with ``memory`` bytes, every one of them allocatable as one buffer; it records the
     launches enqueued on it (:attr:`launches`) and runs nothing.
 
@@ -147,7 +147,7 @@ class RecordingDevice:
 
     def check_alloc(self, nbytes: int, what: str = "a buffer") -> None:
         """Raise :class:`~wticonv.errors.DeviceMemoryError` beyond the stand-in's memory."""
-        from ..errors import DeviceMemoryError
+        from wticonv.errors import DeviceMemoryError
 
         if nbytes > self.info.max_alloc_bytes:
             raise DeviceMemoryError(f"{what} needs {nbytes} bytes, more than {self!r} has")
@@ -238,7 +238,7 @@ def check_launch(launch: RecordedLaunch) -> list[str]:
     if len(kernel.params) != len(launch.args):
         issues.append(f"{where}: {len(launch.args)} arguments for {len(kernel.params)} "
                       "parameters")
-    for p, a in zip(kernel.params, launch.args):
+    for p, a in zip(kernel.params, launch.args, strict=False):
         if p.pointer:
             if not isinstance(a, PlannedBuffer):
                 issues.append(f"{where}: buffer parameter {p.name} got {a!r}")
@@ -250,7 +250,7 @@ def check_launch(launch: RecordedLaunch) -> list[str]:
         elif p.ctype == "int" and not -2**31 <= int(a) <= INT32_MAX:
             issues.append(f"{where}: int parameter {p.name} = {int(a)} overflows")
     local = launch.local_size or (1,) * len(launch.global_size)
-    for d, (g, lsz) in enumerate(zip(launch.global_size, local)):
+    for d, (g, lsz) in enumerate(zip(launch.global_size, local, strict=False)):
         if g < 1 or g % lsz:
             issues.append(f"{where}: global size {g} in dimension {d} is not a positive "
                           f"multiple of the local size {lsz}")

@@ -18,6 +18,6 @@ import pytest
 @pytest.fixture(scope="session")
 def wticonv_handle():
     """The default handle, shared by the test session."""
-    from wticonv import get_handle
+    from wticonv.handle import get_handle
 
     return get_handle()

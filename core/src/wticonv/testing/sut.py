@@ -4,7 +4,7 @@ The kit never learns what a solver accepts through :meth:`wticonv.Handle.select`
 sets a badly answering solver aside quietly (with a warning) and would let the checks skip
 exactly the problems where the solver misbehaves. :meth:`SolverUnderTest.query` calls
 every query hook of the solver on one problem, checks each answer against the rules of
-:mod:`wticonv.contract`, and raises :class:`CheckFailure` naming the hook, the problem
+:mod:`wticonv.contract.answers`, and raises :class:`CheckFailure` naming the hook, the problem
 and the value on the first broken one.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..contract import (
+from wticonv.contract.answers import (
     applicable_answer,
     declared_max_wti,
     declared_tolerance,
@@ -20,11 +20,11 @@ from ..contract import (
     workspace_answer,
     wti_answer,
 )
-from ..errors import ContractError
-from ..hookspecs import Decline
-from ..problem import DIRECTIONS, ConvProblem
-from .buffers import device_tensors
-from .failure import CheckFailure
+from wticonv.contract.hookspecs import Decline
+from wticonv.errors import ContractError
+from wticonv.problem.conv import DIRECTIONS, ConvProblem
+from wticonv.testing.buffers import device_tensors
+from wticonv.testing.failure import CheckFailure
 
 __all__ = ["Answers", "SolverUnderTest"]
 
@@ -106,7 +106,7 @@ class SolverUnderTest:
 
     def query(self, problem: ConvProblem, limit: int | None = None) -> Answers:
         """Ask every query hook about ``problem``, as selection would, and validate each
-        answer (:mod:`wticonv.contract`).
+        answer (:mod:`wticonv.contract.answers`).
 
         Raises
         ------
@@ -114,7 +114,7 @@ class SolverUnderTest:
             On the first hook that raises or answers a value the hook reference forbids,
             naming the hook, the value and the problem.
         """
-        from ..tune import offered_perf_configs
+        from wticonv.measuring.tune import offered_perf_configs
 
         hook = "is_applicable"
         try:
@@ -188,9 +188,9 @@ class SolverUnderTest:
 
     def tolerance(self, problem: ConvProblem) -> float:
         """The rms_range tolerance on ``problem`` (:func:`wticonv.solver_tolerance`)."""
-        from .. import solver_tolerance
+        from wticonv.contract.answers import tolerance_for
 
-        return solver_tolerance(self.handle, self.solver_id, problem)
+        return tolerance_for(self.handle.registry, self.solver_id, problem)
 
     def builds(self) -> int:
         return self.handle.device.programs.counters.builds

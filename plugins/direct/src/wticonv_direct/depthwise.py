@@ -76,7 +76,7 @@ class DepthwiseSolver:
     """Depthwise convolution (groups == C), blocked direct kernels, all directions."""
 
     solver_id = "direct.depthwise"
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference: fp32 sums of R*S terms (fwd),
     #: m*R*S (bwd) or N*Ho*Wo (wrw, in parts); measured on MobileNetV2's layers at N=8:

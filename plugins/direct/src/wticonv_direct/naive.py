@@ -33,7 +33,7 @@ class NaiveSolver:
     """Direct convolution by definition, one output element per work-item."""
 
     solver_id = "direct.naive"
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference (fp32 accumulation, no reordering).
     tolerance = 1e-5

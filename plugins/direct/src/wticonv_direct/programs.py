@@ -13,7 +13,7 @@ import threading
 import weakref
 
 import pyopencl as cl
-from wticonv.kernelfiles import read_kernel
+from wticonv.runtime.kernelfiles import read_kernel
 
 __all__ = ["kernel_source", "kernel", "LAUNCH_OVERHEAD_S", "device_kind", "round_up"]
 

@@ -91,7 +91,7 @@ class TiledSolver:
     """Direct convolution in output blocks (see module docstring)."""
 
     solver_id = "direct.tiled"
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (2,)
     #: rms_range tolerance against the float64 reference (fp32 accumulation).
     tolerance = 1e-5

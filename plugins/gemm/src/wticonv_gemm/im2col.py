@@ -51,7 +51,7 @@ class Im2colSolver:
     """Convolution as GEMM over an explicit column buffer (im2col), chunked over the batch."""
 
     solver_id = "gemm.im2col"
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: rms_range against the float64 reference (fp32 sums of up to C*R*S or N*Ho*Wo terms).
     tolerance = 1e-5

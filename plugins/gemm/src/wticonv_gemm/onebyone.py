@@ -31,7 +31,7 @@ class OneByOneSolver:
     """1x1 convolution as GEMM, no im2col, zero workspace."""
 
     solver_id = "gemm.1x1"
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: rms_range against the float64 reference (fp32 sums of up to C or N*Ho*Wo terms).
     tolerance = 1e-5

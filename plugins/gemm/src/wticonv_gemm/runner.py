@@ -12,7 +12,7 @@ import threading
 import weakref
 
 import pyopencl as cl
-from wticonv.kernelfiles import line_directive
+from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["enqueue", "kernel_source"]
 

@@ -6,7 +6,7 @@
                                + fixed_s                          (CPU work-item set-up)
     WTI  = direct FLOPs / (peak * time)
 
-``peak`` and ``bandwidth`` are the device's measured figures (wticonv.peak); each GEMM's
+``peak`` and ``bandwidth`` are the device's measured figures (wticonv.runtime.peak); each GEMM's
 efficiency comes from params.py (measured large-GEMM efficiency x tile utilisation x
 device fill); ``bytes`` counts each tensor element a kernel reads or writes once (for a
 GEMM: A, B and C); ``fixed_s`` is the CPU kernels' per-work-item set-up (params.py). The per-launch overhead is measured: an empty kernel's queued-to-end time,

@@ -67,7 +67,7 @@ class WinogradBase:
     """Hooks common to the Winograd solvers; subclasses define :meth:`covers`."""
 
     solver_id = ""
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: The last :meth:`_layout` answer: ``(problem, device.info, kind, limit, answer)``.
     _last = None

@@ -36,7 +36,7 @@ class FusedF2x3Solver:
     """Fused Winograd F(2x2, 3x3), fwd and bwd, zero workspace."""
 
     solver_id = "winograd.fused_f2x3"
-    #: Hook API versions it was written for (wticonv.hookspecs.HOOK_API_VERSION).
+    #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     tolerance = 2e-5
     #: Largest WTI it may report (conformance check "wti"): the multiplications the

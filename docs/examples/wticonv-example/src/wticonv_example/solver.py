@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from wticonv import Decline, hookimpl
-from wticonv.kernelfiles import read_kernel
+from wticonv.runtime.kernelfiles import read_kernel
 
 #: Work-items per work-group.
 LOCAL = 64

@@ -1,0 +1,3 @@
+"""The version of the wticonv distribution (one place; pyproject.toml says the same)."""
+
+__version__ = "0.1.0"

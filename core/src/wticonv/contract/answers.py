@@ -1,0 +1,188 @@
+"""What a solver may answer and declare: one set of rules for the registry, selection and
+the conformance kit.
+
+The hook reference (docs/hooks.md, :mod:`wticonv.contract.hookspecs`) says what each query hook
+returns; the functions here check one answer each and raise :class:`ContractError`
+naming the hook, the value and the rule when it breaks one. The registry checks a
+solver's declared attributes (``tolerance``, ``max_wti``) when it loads the solver
+(:func:`declared_tolerance`, :func:`declared_max_wti`); selection checks every answer
+of every ranking (a solver that breaks a rule is set aside for the problem with a
+:class:`~wticonv.SolverWarning`); the conformance kit calls every hook itself on every
+corpus problem and fails on the first broken rule (:mod:`wticonv.testing.answers`).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import TYPE_CHECKING, Any
+
+from wticonv.contract.hookspecs import WTI_UNKNOWN, Decline
+from wticonv.errors import ContractError, PluginError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from wticonv.problem.conv import ConvProblem
+
+__all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MAX_WTI", "TOLERANCE_LIMIT", "MAX_WTI_LIMIT",
+           "KIT_TOLERANCE_LIMIT", "applicable_answer", "dynamic_answer", "workspace_answer",
+           "wti_answer", "declared_tolerance", "declared_max_wti", "reduction_length",
+           "tolerance_for"]
+
+#: rms_range tolerance of a solver that declares none (fp32 sums of up to 1024 products,
+#: against the float64 reference; grows with the reduction length, see
+#: :func:`wticonv.solver_tolerance`).
+DEFAULT_TOLERANCE = 1e-5
+#: Largest WTI of a solver that declares no ``max_wti``: the direct algorithm's FLOPs at
+#: the device's peak. Algorithms that do fewer multiplications declare their saving
+#: (Winograd F(2x2, 3x3): 36/16 = 2.25; F(4x4, 3x3): 144/36 = 4).
+DEFAULT_MAX_WTI = 1.0
+#: A declared ``tolerance`` must be below this (rms_range is relative to the largest
+#: magnitude: 1 accepts any output of the right size); checked at load time.
+TOLERANCE_LIMIT = 1.0
+#: A declared ``max_wti`` must be at most this (no convolution algorithm in use saves more
+#: than 16x the direct multiplications; F(6x6, 3x3) saves 5.06x); checked at load time.
+MAX_WTI_LIMIT = 16.0
+#: The loosest ``tolerance`` the conformance kit's ``reference`` check accepts: 10 x that
+#: of the loosest built-in solver (winograd.f4x3, 1e-4). A solver declaring more fails
+#: ``reference`` (declare it as an expected failure, with the reason, if it is right).
+KIT_TOLERANCE_LIMIT = 1e-3
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def applicable_answer(value: Any) -> bool | Decline:
+    """``is_applicable``'s answer: ``True``, ``False`` or a :class:`Decline` (NumPy bools
+    are taken as bools).
+
+    Raises
+    ------
+    ContractError
+        For anything else (``None``, a string, a number): the hook must say yes or no.
+    """
+    if value is True or isinstance(value, (bool, Decline)):
+        return value
+    if type(value).__name__ == "bool_" and type(value).__module__ == "numpy":
+        return bool(value)
+    raise ContractError(f"is_applicable returned {value!r:.60}, not True, False or "
+                        "Decline('reason')")
+
+
+def dynamic_answer(value: Any) -> bool:
+    """``is_dynamic``'s answer, which must be ``True`` or ``False`` exactly.
+
+    Raises
+    ------
+    ContractError
+        For anything else (``"yes"``, 1, None).
+    """
+    if isinstance(value, bool):
+        return value
+    raise ContractError(f"is_dynamic returned {value!r:.60}, not True or False")
+
+
+def workspace_answer(value: Any) -> int:
+    """``workspace_size``'s answer: a non-negative int number of bytes (a bool is not one).
+
+    Raises
+    ------
+    ContractError
+        For a negative number, a float, a bool, None or anything else.
+    """
+    if type(value) is int and value >= 0:         # the common case, first (selection)
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ContractError(f"workspace_size returned {value!r:.60}, not a non-negative int "
+                            "(bytes)")
+    return int(value)
+
+
+def wti_answer(value: Any, max_wti: float = DEFAULT_MAX_WTI) -> float:
+    """``get_wti``'s answer: a finite real number, either -2.0 (unknown) or between 0 and
+    the solver's ``max_wti``.
+
+    Raises
+    ------
+    ContractError
+        For NaN, infinity, a negative value other than -2.0, a value above ``max_wti``, a
+        bool, a string or anything else.
+    """
+    if type(value) is float and 0 <= value <= max_wti:   # the common case, first
+        return value
+    if not _real(value) or not math.isfinite(value) or (value < 0 and value != WTI_UNKNOWN):
+        raise ContractError(f"get_wti returned {value!r:.60}, not a finite WTI >= 0 or -2.0 "
+                            "(unknown)")
+    if value > max_wti:
+        raise ContractError(f"get_wti returned {value!r}, above the solver's max_wti "
+                            f"{max_wti} (declare max_wti if its algorithm saves "
+                            "multiplications)")
+    return float(value)
+
+
+def declared_tolerance(solver_id: str, obj: Any) -> float:
+    """The solver's ``tolerance`` attribute (rms_range against the float64 reference), or
+    :data:`DEFAULT_TOLERANCE` when it declares none.
+
+    Raises
+    ------
+    PluginError
+        If it is not a finite real number in (0, :data:`TOLERANCE_LIMIT`), e.g.
+        ``"tight"``, ``-1.0`` or ``2.0``.
+    """
+    tol = getattr(obj, "tolerance", None)
+    if tol is None:
+        return DEFAULT_TOLERANCE
+    if not _real(tol) or not math.isfinite(tol) or not 0 < tol < TOLERANCE_LIMIT:
+        raise PluginError(f"solver {solver_id!r} declares tolerance = {tol!r:.60}; it must be "
+                          f"a number between 0 and {TOLERANCE_LIMIT} (exclusive), the "
+                          "rms_range its results meet against the float64 reference, e.g. "
+                          f"{DEFAULT_TOLERANCE}")
+    return float(tol)
+
+
+def declared_max_wti(solver_id: str, obj: Any) -> float:
+    """The solver's ``max_wti`` attribute (the largest WTI it may report), or
+    :data:`DEFAULT_MAX_WTI` when it declares none.
+
+    Raises
+    ------
+    PluginError
+        If it is not a finite real number in (0, :data:`MAX_WTI_LIMIT`].
+    """
+    cap = getattr(obj, "max_wti", None)
+    if cap is None:
+        return DEFAULT_MAX_WTI
+    if not _real(cap) or not math.isfinite(cap) or not 0 < cap <= MAX_WTI_LIMIT:
+        raise PluginError(f"solver {solver_id!r} declares max_wti = {cap!r:.60}; it must be a "
+                          f"number above 0 and at most {MAX_WTI_LIMIT}: the ratio of the "
+                          "direct algorithm's multiplications to its own (1.0 for direct "
+                          "and GEMM solvers, 2.25 for Winograd F(2x2, 3x3))")
+    return float(cap)
+
+
+def reduction_length(problem: ConvProblem) -> int:
+    """How many products each output element of ``problem`` sums, at most: C/groups x R x
+    S for fwd, K/groups x ceil(R/stride_h) x ceil(S/stride_w) for bwd, N x Ho x Wo for
+    wrw."""
+    p = problem
+    if p.direction == "fwd":
+        return (p.c // p.groups) * p.r * p.s
+    if p.direction == "bwd":
+        return (p.k // p.groups) * -(-p.r // p.stride_h) * -(-p.s // p.stride_w)
+    return p.n * p.ho * p.wo
+
+
+def tolerance_for(registry, solver_id: str, problem=None) -> float:
+    """The rms_range tolerance of ``solver_id`` in ``registry`` on ``problem``.
+
+    The solver's declared ``tolerance`` (else :data:`DEFAULT_TOLERANCE`) holds for sums of
+    up to 1024 products; beyond, it grows as sqrt(length / 1024) (:func:`reduction_length`),
+    as the rounding error of a float32 sum of random terms does. E.g. a backward-weights
+    pass over 2 x 499 x 496 pixels allows 22 x the base tolerance. ``problem`` None: the
+    base tolerance.
+    """
+    base = declared_tolerance(solver_id, registry.get(solver_id).obj)
+    if problem is None:
+        return base
+    return base * max(1.0, math.sqrt(reduction_length(problem) / 1024))

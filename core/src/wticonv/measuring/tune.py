@@ -1,0 +1,205 @@
+"""Tuning: search a tunable solver's perf configs and store the fastest in the perf-db.
+
+A solver is *tunable* when it implements the optional ``perf_configs`` hook: it lists the
+perf configs (named kernel parameters: tile sizes, reduction splits) it can run a problem
+with. Without a record it runs its own heuristic default (``perf_config=None``).
+:func:`tune` times the default and every listed perf config on one problem (one warm-up,
+then up to ``iterations`` timed runs each, cut short by a time cap as in find mode) and
+stores the fastest in the perf-db (the ``perf_db`` table of :class:`~wticonv.db.store.Store`),
+keyed by device key, problem key (MIOpen's find-db format) and solver id, with the solver's
+version, its time and the default's.
+
+Immediate mode reads the record back (:func:`wticonv.selection.perfdb.stored_perf_config`)
+and checks it before use:
+
+- a record of another solver version is *stale*: ignored (the default runs) and reported
+  once per solver with a warning; tuning again replaces it;
+- a record naming a perf config the solver no longer lists for the problem is *invalid*:
+  reported with a warning, deleted, and the default runs;
+- a record whose perf config needs more workspace than the caller's limit is skipped for
+  that call (the default runs), and kept;
+- a row that is not a valid record at all is reported and deleted when read
+  (:meth:`wticonv.db.store.Store.get_perf_records`).
+
+``wticonv explain`` shows the perf config each solver would run and where it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wticonv.errors import ArgumentError, WticonvError
+from wticonv.measuring import timing
+from wticonv.problem.conv import ConvProblem
+from wticonv.selection.perfdb import DEFAULT_PERF_CONFIG, offered_perf_configs
+
+__all__ = ["TuneResult", "tune", "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
+
+
+#: Timed runs per perf config after the warm-up (fewer when the time cap is reached).
+DEFAULT_ITERATIONS = 3
+#: Kernel time one perf config may spend before its runs are cut short, in ms.
+DEFAULT_TIME_CAP_MS = 500.0
+
+
+@dataclass
+class TuneResult:
+    """One tunable solver's outcome on one problem.
+
+    Attributes
+    ----------
+    solver_id, version : str
+    default_ms : float or None
+        Median kernel time of the solver's own default (``perf_config=None``, whatever
+        the perf-db holds), ms.
+    best_config : str or None
+        The fastest perf config, ``"default"`` when the solver's default beat every listed
+        one (then no record is kept), None when none ran.
+    best_ms : float or None
+        Its median kernel time, ms.
+    times : dict
+        Perf config -> median ms, or the reason it did not run (str).
+    recorded : bool
+        The best was stored in the perf-db.
+    reason : str
+        Why the solver was not tuned ("" when it was).
+    """
+
+    solver_id: str
+    version: str
+    default_ms: float | None = None
+    best_config: str | None = None
+    best_ms: float | None = None
+    times: dict = field(default_factory=dict)
+    recorded: bool = False
+    reason: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        """Default time / best time (> 1: tuning helped)."""
+        if self.default_ms is None or not self.best_ms:
+            return None
+        return self.default_ms / self.best_ms
+
+
+def tune(handle, problem: ConvProblem, workspace_limit: int | None = None,
+         iterations: int = DEFAULT_ITERATIONS, time_cap_ms: float = DEFAULT_TIME_CAP_MS,
+         record: bool = True, solvers=None, progress=None, tensors=None
+         ) -> list[TuneResult]:
+    """Time every perf config of each tunable solver of ``handle`` on ``problem``.
+
+    Parameters
+    ----------
+    handle : Handle
+    problem : ConvProblem
+    workspace_limit : int, optional
+        Bytes; only perf configs that fit are tried.
+    iterations, time_cap_ms : int, float
+        Timed runs per perf config after one warm-up, and the kernel time (ms) after which
+        a config's runs are cut short (as in find mode).
+    record : bool
+        Store each solver's fastest perf config in the perf-db (replacing its record; a
+        default that beats every listed config deletes the record instead).
+    solvers : iterable of str, optional
+        Tune only these solver ids (default: every tunable one).
+    progress : callable, optional
+        Called with (solver_id, perf_config or None, index, count) before each timing.
+    tensors : ConvTensors, optional
+        Device buffers of the problem (:func:`wticonv.measuring.timing.problem_tensors`),
+        allocated here when not given.
+
+    Returns
+    -------
+    list[TuneResult]
+        One per tunable solver, tuned ones first (by solver id).
+
+    Raises
+    ------
+    ArgumentError
+        If ``iterations`` < 1, ``time_cap_ms`` <= 0, ``workspace_limit`` is negative, or a
+        solver in ``solvers`` is not tunable.
+    SolverNotFoundError
+        If ``solvers`` names a solver that is not installed.
+    DeviceMemoryError, HostMemoryError
+        If the problem's tensors do not fit.
+    """
+    timing.check_limits(iterations, time_cap_ms, workspace_limit)
+    tunable = _tunable(handle.registry, solvers)
+    if tensors is None and tunable:
+        with timing.problem_tensors(handle, problem) as t:
+            return tune(handle, problem, workspace_limit, iterations, time_cap_ms, record,
+                        solvers, progress, t)
+    results = [_tune_one(handle, problem, sid, workspace_limit, iterations, time_cap_ms,
+                         record, progress, tensors) for sid in tunable]
+    if record:
+        handle.forget_selections()
+    return sorted(results, key=lambda r: (bool(r.reason), r.solver_id))
+
+
+def _tunable(registry, solvers) -> list[str]:
+    """The ids of the tunable solvers to tune: ``solvers`` (an id or ids; ArgumentError if
+    one is not tunable), else every tunable one."""
+    if isinstance(solvers, str):
+        solvers = [solvers]
+    if solvers is not None:
+        for sid in solvers:
+            if not registry.get(sid).tunable:
+                raise ArgumentError(f"solver {sid!r} is not tunable (it has no perf_configs "
+                                    "hook)")
+    return [sid for sid in registry.ids() if registry.solvers[sid].tunable
+            and (solvers is None or sid in set(solvers))]
+
+
+def _tune_one(handle, problem: ConvProblem, sid: str, workspace_limit, iterations: int,
+              time_cap_ms: float, record: bool, progress, tensors) -> TuneResult:
+    """Time the default and every perf config ``sid`` offers on ``problem``; the result
+    names the fastest (and stores it when ``record``), or the reason nothing ran."""
+    registry, device = handle.registry, handle.device
+    r = TuneResult(sid, registry.solvers[sid].version)
+    try:
+        ok = registry.call(sid, "is_applicable", problem=problem, device=device,
+                           workspace_limit=workspace_limit)
+        configs = offered_perf_configs(registry, sid, problem, device, workspace_limit)
+    except Exception as e:  # noqa: BLE001 - a broken solver is reported, not fatal
+        r.reason = f"{type(e).__name__}: {e}"
+        return r
+    if not ok:
+        r.reason = getattr(ok, "reason", "not applicable")
+        return r
+    if not configs:
+        r.reason = "nothing to tune for this problem"
+        return r
+    for i, cfg in enumerate([None] + configs):
+        if progress is not None:
+            progress(sid, cfg, i, len(configs) + 1)
+        try:
+            t = timing.timed(handle, problem, iterations, time_cap_ms, workspace_limit, sid,
+                             cfg or DEFAULT_PERF_CONFIG, tensors)[0]
+        except WticonvError as e:
+            t = str(e).splitlines()[0]
+        if cfg is None:
+            r.default_ms = t if isinstance(t, float) else None
+        else:
+            r.times[cfg] = t
+    ran = {c: t for c, t in r.times.items() if isinstance(t, float)}
+    if r.default_ms is not None:
+        ran[DEFAULT_PERF_CONFIG] = r.default_ms
+    if not ran:
+        r.reason = "no perf config ran"
+        return r
+    r.best_config = min(ran, key=ran.get)
+    r.best_ms = ran[r.best_config]
+    if record:
+        _record(device, problem, r)
+    return r
+
+
+def _record(device, problem: ConvProblem, r: TuneResult) -> None:
+    """Store ``r``'s fastest perf config in the perf-db; a default that beat every listed
+    config needs no record (an earlier one is deleted)."""
+    if r.best_config == DEFAULT_PERF_CONFIG:
+        device.store.delete_perf_record(device.key, problem.key, r.solver_id)
+    else:
+        device.store.put_perf_record(device.key, problem.key, r.solver_id, r.version,
+                                     r.best_config, r.best_ms, r.default_ms or r.best_ms)
+    r.recorded = True

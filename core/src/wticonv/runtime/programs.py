@@ -1,0 +1,201 @@
+"""The program cache: one OpenCL build per (device, source, build options).
+
+Programs are looked up in memory first, then in the on-disk store (program binaries in
+SQLite, see :mod:`wticonv.db.store`), and built from source only when neither has them. A
+build from source runs in the device's build helper (:mod:`wticonv.runtime.build_helper`), so that
+a compiler crash ends the helper, not the caller; the binary it returns is loaded here and
+stored. A program that builds without any of the kernels its source declares is a build
+error too. The counters tell tests and ``wticonv bench`` how many builds really happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import warnings
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from wticonv.errors import KernelBuildError, StoreError
+from wticonv.runtime.isolation import isolation_enabled
+
+__all__ = ["ProgramCache", "BuildCounters"]
+
+# Bump when the way programs are built or stored changes, to invalidate stored binaries
+# ("2": stored with a SHA-256 of their bytes).
+_CACHE_FORMAT = "2"
+
+
+@dataclass
+class BuildCounters:
+    """How programs were obtained in this process.
+
+    Attributes
+    ----------
+    source_builds : int
+        Programs compiled from OpenCL C source (the slow path: about a second each on PoCL),
+        in the build helper or in this process.
+    isolated_builds : int
+        Of those, the ones compiled in the build helper.
+    binary_loads : int
+        Programs loaded from binaries stored on disk by an earlier process.
+    memory_hits : int
+        Requests answered by a program already built in this process.
+    """
+
+    source_builds: int = 0
+    isolated_builds: int = 0
+    binary_loads: int = 0
+    memory_hits: int = 0
+
+    @property
+    def builds(self) -> int:
+        """Programs built in this process (from source or from a stored binary)."""
+        return self.source_builds + self.binary_loads
+
+
+class ProgramCache:
+    """Builds and caches OpenCL programs for one device.
+
+    Parameters
+    ----------
+    context : pyopencl.Context
+    device : pyopencl.Device
+    device_key : str
+        Identifies device + driver in the store.
+    store : wticonv.db.store.Store or None
+        Where binaries persist; None keeps them in memory only.
+    helper : wticonv.runtime.build_helper.BuildHelper or None
+        Compiles programs from source in a child process; None (or ``WTICONV_ISOLATE=0``)
+        compiles them in this process.
+    """
+
+    def __init__(self, context: cl.Context, device: cl.Device, device_key: str,
+                 store=None, helper=None) -> None:
+        self.helper = helper
+        self.context = context
+        self.device = device
+        self.device_key = device_key
+        self.store = store
+        self.counters = BuildCounters()
+        self._programs: dict[str, cl.Program] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def digest(source: str, options: str) -> str:
+        """SHA-256 of the cache format, build options and source."""
+        h = hashlib.sha256()
+        for part in (_CACHE_FORMAT, options, source):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def build(self, source: str, options: str = "") -> cl.Program:
+        """Return the built program for ``source`` with ``options``.
+
+        Raises
+        ------
+        KernelBuildError
+            If the compiler rejects the source (the message carries the build log), dies or
+            hangs in the build helper, or builds none of the source's kernels.
+        """
+        key = self.digest(source, options)
+        with self._lock:
+            prg = self._programs.get(key)
+            if prg is not None:
+                self.counters.memory_hits += 1
+                return prg
+            prg = self._load_binary(key, options, source)
+            if prg is None:
+                prg, binary = self._build_cold(source, options)
+                _check_kernels(prg, source, self.device, options)
+                self.counters.source_builds += 1
+                if self.store is not None:
+                    try:
+                        if binary is None:
+                            binary = prg.get_info(cl.program_info.BINARIES)[0]
+                        if binary:
+                            self.store.put_program_binary(self.device_key, key, bytes(binary))
+                    except (cl.Error, OSError, StoreError):  # an unwritable cache is no error
+                        pass
+            else:
+                self.counters.binary_loads += 1
+            self._programs[key] = prg
+            return prg
+
+    def _build_cold(self, source: str, options: str) -> tuple[cl.Program, bytes | None]:
+        """Build from source: in the helper when there is one (then load its binary here),
+        else in this process. Returns the program and its binary (None: ask the program)."""
+        if self.helper is not None and isolation_enabled():
+            binary = self.helper.build(source, options, self.device.name.strip())
+            self.counters.isolated_builds += 1
+            if binary:
+                try:
+                    return _from_binary(self.context, self.device, binary, options,
+                                        source), binary
+                except (cl.Error, RuntimeError):
+                    pass    # a binary this context cannot load: build here (it builds)
+        return self._build_source(source, options), None
+
+    def _load_binary(self, key: str, options: str, source: str) -> cl.Program | None:
+        if self.store is None:
+            return None
+        try:
+            binary = self.store.get_program_binary(self.device_key, key)
+        except StoreError:      # a cache that cannot be read: build from source
+            return None
+        if binary is None:
+            return None
+        try:
+            return _from_binary(self.context, self.device, binary, options, source)
+        except (cl.Error, RuntimeError):
+            try:
+                self.store.delete_program_binary(self.device_key, key)
+            except StoreError:
+                pass
+            return None
+
+    def _build_source(self, source: str, options: str) -> cl.Program:
+        try:
+            with warnings.catch_warnings():
+                # Drivers print informational compiler output (NVIDIA does for every
+                # build); errors still raise, with the log, below.
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                return cl.Program(self.context, source).build(options=options)
+        except (cl.Error, RuntimeError) as e:
+            raise KernelBuildError(
+                f"OpenCL program failed to build on {self.device.name.strip()} "
+                f"(options {options!r}):\n{e}") from None
+
+
+def _from_binary(context: cl.Context, device: cl.Device, binary: bytes, options: str,
+                 source: str) -> cl.Program:
+    """The program of ``binary``, built. It is told its ``source``: pyopencl looks for a
+    program's source whenever it makes a kernel object, and on a program made from a
+    binary the lookup asks the driver for a kernel named ``_source`` (an API error that
+    Oclgrind reports)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        prg = cl.Program(context, [device], [binary]).build(options=options)
+    prg._source = source
+    return prg
+
+
+_KERNEL_DECL = re.compile(r"\b(?:__kernel|kernel)\b")
+
+
+def _check_kernels(prg: cl.Program, source: str, device: cl.Device, options: str) -> None:
+    """Raise KernelBuildError if ``prg`` has no kernel although ``source`` declares some (a
+    driver that reports success and builds nothing)."""
+    if not _KERNEL_DECL.search(source):
+        return
+    try:
+        names = [n for n in prg.get_info(cl.program_info.KERNEL_NAMES).split(";") if n]
+    except cl.Error:
+        names = []
+    if not names:
+        raise KernelBuildError(
+            f"OpenCL program failed to build on {device.name.strip()} (options {options!r}):"
+            "\nerror: the driver reported success but built none of the program's kernels")

@@ -1,0 +1,91 @@
+"""The perf-db's reader: which perf config immediate mode gives a tunable solver.
+
+``wticonv tune`` (:mod:`wticonv.measuring.tune`) writes the records; selection reads them
+here. A record counts only when its solver version is the installed one and the solver
+still offers its perf config; a stale record is ignored with one warning, one naming a
+config the solver no longer offers is deleted.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+from wticonv.db.records import valid_perf_config
+from wticonv.errors import SolverWarning, WticonvError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from wticonv.problem.conv import ConvProblem
+
+__all__ = ["DEFAULT_PERF_CONFIG", "offered_perf_configs", "stored_perf_config"]
+
+
+#: The name that forces a solver's own default perf config (``perf_config=None`` in its
+#: hooks) where the perf-db may hold another; no solver may offer a config of this name.
+DEFAULT_PERF_CONFIG = "default"
+
+
+_warned_stale: set[tuple[str, str, str]] = set()
+
+
+def offered_perf_configs(registry, solver_id: str, problem: ConvProblem, device,
+                         workspace_limit: int | None) -> list[str]:
+    """The perf configs a tunable solver lists for ``problem``, checked.
+
+    Raises
+    ------
+    ValueError
+        If the ``perf_configs`` hook returns something other than a list of distinct valid
+        names (non-empty printable strings of at most 100 characters).
+    """
+    offered = registry.call(solver_id, "perf_configs", problem=problem, device=device,
+                            workspace_limit=workspace_limit)
+    if offered is None:
+        return []
+    if (not isinstance(offered, (list, tuple)) or not all(map(valid_perf_config, offered))
+            or len(set(offered)) != len(offered) or DEFAULT_PERF_CONFIG in offered):
+        raise ValueError(f"perf_configs returned {offered!r:.200}, not a list of distinct "
+                         "non-empty printable names of at most 100 characters (other than "
+                         f"{DEFAULT_PERF_CONFIG!r})")
+    return list(offered)
+
+
+def stored_perf_config(registry, solver_id: str, problem: ConvProblem, device,
+                       workspace_limit: int | None) -> tuple[str | None, str]:
+    """The perf config immediate mode gives ``solver_id`` on ``problem``: the perf-db's
+    when it holds a valid record, else None (the solver's default); and a note saying why
+    a record was not used ("" when there was none, or it was used)."""
+    store = device.store   # None on stand-in devices (contract.protocols.DeviceLike)
+    if store is None:
+        return None, ""
+    try:
+        rec = store.get_perf_records(device.key).get((problem.key, solver_id))
+    except WticonvError:
+        return None, ""
+    if rec is None:
+        return None, ""
+    version, config = rec[0], rec[1]
+    installed = registry.solvers[solver_id].version
+    if version != installed:
+        key = (device.key, solver_id, version)
+        if key not in _warned_stale:
+            _warned_stale.add(key)
+            warnings.warn(f"wticonv: the perf-db records of solver {solver_id!r} were tuned "
+                          f"for version {version}, {installed} is installed: they are ignored "
+                          "(default perf configs run); run `wticonv tune` again",
+                          SolverWarning, stacklevel=2)
+        return None, f"perf-db record stale (version {version}): default perf config"
+    if config in offered_perf_configs(registry, solver_id, problem, device, workspace_limit):
+        return config, ""
+    if workspace_limit is not None and config in offered_perf_configs(
+            registry, solver_id, problem, device, None):
+        return None, f"tuned perf config {config} does not fit the workspace limit: default"
+    warnings.warn(f"wticonv: the perf-db record of solver {solver_id!r} for {problem.key} "
+                  f"names perf config {config!r}, which the solver does not offer; deleted it "
+                  "(the default runs; `wticonv tune` stores a new one)", SolverWarning,
+                  stacklevel=2)
+    try:
+        store.delete_perf_record(device.key, problem.key, solver_id)
+    except WticonvError:
+        pass
+    return None, f"perf-db record invalid ({config!r} not offered): deleted, default used"
