@@ -118,6 +118,17 @@ def _announce_probes() -> None:
         log.propagate = False
 
 
+def dynamic_or_error(reg, sid: str):
+    """``is_dynamic``'s checked answer for a listing, or ``"error: ..."`` (a listing
+    reports a broken solver, never crashes on it)."""
+    from wticonv.contract.answers import dynamic_answer
+
+    try:
+        return dynamic_answer(reg.call(sid, "is_dynamic"))
+    except Exception as exc:  # noqa: BLE001 - report, never crash a listing
+        return f"error: {exc}"
+
+
 def _emit_json(data) -> None:
     click.echo(json.dumps(data, indent=2, default=float))
 
@@ -158,19 +169,14 @@ def cli(trace: bool, no_plugin: tuple[str, ...], debug: bool) -> None:
 @_json_option
 def solvers(as_json: bool) -> int:
     """List installed solvers and quarantined plugin entry points."""
-    from wticonv.contract.answers import dynamic_answer
     from wticonv.contract.registry import SolverRegistry
 
     reg = SolverRegistry()
     rows = []
     for sid in reg.ids():
         e = reg.solvers[sid]
-        try:
-            dynamic = dynamic_answer(reg.call(sid, "is_dynamic"))
-        except Exception as exc:  # noqa: BLE001 - report, never crash a listing
-            dynamic = f"error: {exc}"
         rows.append({"solver": sid, "distribution": e.distribution, "version": e.version,
-                     "dynamic": dynamic, "disabled": sid in reg.disabled,
+                     "dynamic": dynamic_or_error(reg, sid), "disabled": sid in reg.disabled,
                      "entry_point": e.entry_point})
     bad = [{"entry_point": q.entry_point, "distribution": q.distribution,
             "version": q.version, "solver_id": q.solver_id, "reason": q.reason}

@@ -16,7 +16,14 @@ import sys
 
 import click
 
-from wticonv.cli.commands import _device_option, _emit_json, _handle, _json_option, cli
+from wticonv.cli.commands import (
+    _device_option,
+    _emit_json,
+    _handle,
+    _json_option,
+    cli,
+    dynamic_or_error,
+)
 from wticonv.errors import SolverNotFoundError
 
 __all__ = ["plugins_info", "pip_command", "installed_solvers"]
@@ -31,7 +38,7 @@ def plugins_info(include_all: bool = False) -> list[dict]:
     disabled, entry_point) and quarantined (entry_point, solver_id, reason, and the
     traceback with ``WTICONV_DEBUG``). Without ``include_all``, built-in and filtered-out
     distributions are left out."""
-    from wticonv.contract.answers import declared_max_wti, declared_tolerance, dynamic_answer
+    from wticonv.contract.answers import declared_max_wti, declared_tolerance
     from wticonv.contract.ownership import norm_dist
     from wticonv.contract.registry import BUILT_IN_DISTRIBUTIONS, SolverRegistry, debug_enabled
 
@@ -48,10 +55,7 @@ def plugins_info(include_all: bool = False) -> list[dict]:
 
     for sid in reg.ids():
         e = reg.solvers[sid]
-        try:
-            dynamic = dynamic_answer(reg.call(sid, "is_dynamic"))
-        except Exception as exc:  # noqa: BLE001 - report, never crash a listing
-            dynamic = f"error: {exc}"
+        dynamic = dynamic_or_error(reg, sid)
         api = getattr(e.obj, "hook_api", None)
         dist(e.distribution or "(registered by hand)", e.version)["solvers"].append({
             "solver_id": sid,
