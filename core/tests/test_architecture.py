@@ -71,3 +71,15 @@ def test_every_moved_path_resolves():
             sys.modules.pop(old, None)
             assert importlib.import_module(old) is importlib.import_module(new), old
             sys.modules.pop(old, None)
+
+
+def test_an_old_path_leaves_the_new_module_its_own_spec():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        sys.modules.pop("wticonv.peak", None)
+        importlib.import_module("wticonv.peak")
+    real = importlib.import_module("wticonv.runtime.peak")
+    assert real.__spec__.name == "wticonv.runtime.peak" == real.__name__
+    assert real.__spec__.origin.endswith("runtime/peak.py")
+    assert importlib.reload(real).__name__ == "wticonv.runtime.peak"
+    sys.modules.pop("wticonv.peak", None)

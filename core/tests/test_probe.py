@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from wticonv import DeviceError
 from wticonv.runtime import probe
 from wticonv.runtime.isolation import describe_exit, error_tail, timeout_from_env
 
@@ -122,7 +123,22 @@ def test_time_limits_from_the_environment(monkeypatch):
     assert timeout_from_env("WTICONV_PROBE_TIMEOUT", 180.0) == 180.0
     monkeypatch.setenv("WTICONV_PROBE_TIMEOUT", "7.5")
     assert timeout_from_env("WTICONV_PROBE_TIMEOUT", 180.0) == 7.5
-    for bad in ("soon", "0", "-3", "inf"):
+    for bad in ("soon", "0", "-3", "inf", "nan", "1e9"):
         monkeypatch.setenv("WTICONV_PROBE_TIMEOUT", bad)
-        with pytest.raises(ValueError, match=f"WTICONV_PROBE_TIMEOUT='{bad}' is not a positive"):
+        with pytest.raises(DeviceError, match=f"WTICONV_PROBE_TIMEOUT='{bad}' is not a number "
+                                              "of seconds between 0 and 86400"):
             timeout_from_env("WTICONV_PROBE_TIMEOUT", 180.0)
+
+
+@pytest.mark.parametrize("name", ["WTICONV_PROBE_TIMEOUT", "WTICONV_BUILD_TIMEOUT"])
+def test_a_bad_time_limit_is_one_error_before_any_device_work(name, monkeypatch, capsys):
+    from wticonv.cli import main
+
+    monkeypatch.setenv(name, "abc")
+    rc = main(["conv", "-n", "1", "-c", "4", "-H", "6", "-W", "6", "-k", "4", "-y", "3",
+               "-x", "3", "-F", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert err[0] == (f"wticonv: error: {name}='abc' is not a number of seconds between 0 "
+                      f"and 86400; unset it or set e.g. {name}="
+                      f"{180 if 'PROBE' in name else 300}")

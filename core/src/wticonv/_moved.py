@@ -43,6 +43,9 @@ MOVED = {
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the old paths of :data:`MOVED`; loads each as its new module."""
 
+    def __init__(self) -> None:
+        self._specs: dict = {}
+
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:
             return None
@@ -53,10 +56,17 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         warnings.warn(f"{spec.name} moved to {new} (wticonv 0.2); import it from there: "
                       "the old path goes in the next version", DeprecationWarning,
                       stacklevel=2)
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self._specs[spec.name] = module.__spec__   # the import system overwrites it
+        return module
 
     def exec_module(self, module):
-        pass    # the new module is loaded already
+        # The new module is loaded already; it keeps its own spec (so that reload and
+        # introspection see the real module, not the alias).
+        for name, real in list(self._specs.items()):
+            if real.name == module.__name__:
+                module.__spec__ = real
+                del self._specs[name]
 
 
 def install() -> None:

@@ -30,6 +30,7 @@ from wticonv.db.store import Store
 from wticonv.errors import DeviceError, DeviceMemoryError, HostMemoryError
 from wticonv.runtime.build_helper import helper_for, real_key
 from wticonv.runtime.discovery import INSTALL_HINT, DeviceInfo, list_devices
+from wticonv.runtime.isolation import check_timeouts
 from wticonv.runtime.probe import describe, ensure_verdict, stored_verdict
 from wticonv.runtime.programs import ProgramCache
 
@@ -333,6 +334,7 @@ def select_device(spec: str | None = None, store: Store | None = None) -> Device
         raise DeviceError(f"device {spec!r} is not a device spec: pass a string, 'gpu', 'cpu' "
                           "or 'PLATFORM:DEVICE' indices such as '0:0' (see 'wticonv "
                           "devices'), or a wticonv.Device")
+    check_timeouts()
     store = store if store is not None else Store()
     devices = list_devices()
     listing = "; ".join(f"{i.index} {i.kind} {i.name!r} ({i.platform})" for i, _ in devices)

@@ -22,8 +22,11 @@ import os
 import signal
 import sys
 
-__all__ = ["CHILD_ENV", "child_argv", "child_env", "describe_exit", "in_child",
-           "isolation_enabled", "error_tail", "timeout_from_env"]
+from wticonv.errors import DeviceError
+
+__all__ = ["CHILD_ENV", "MAX_TIMEOUT_S", "TIMEOUT_VARIABLES", "check_timeouts", "child_argv",
+           "child_env", "describe_exit", "in_child", "isolation_enabled", "error_tail",
+           "timeout_from_env"]
 
 #: Set in a child process to its role ("probe" or "build").
 CHILD_ENV = "WTICONV_CHILD"
@@ -43,14 +46,22 @@ def isolation_enabled() -> bool:
                                                                           "false")
 
 
+#: The longest time limit the environment may set, seconds (one day): longer limits
+#: overflow the operating system's timers.
+MAX_TIMEOUT_S = 86400.0
+#: The time limits read from the environment, with their defaults in seconds.
+TIMEOUT_VARIABLES = {"WTICONV_PROBE_TIMEOUT": 180.0, "WTICONV_BUILD_TIMEOUT": 300.0}
+
+
 def timeout_from_env(name: str, default: float) -> float:
-    """Seconds from the environment variable ``name`` (a positive number), else ``default``.
+    """Seconds from the environment variable ``name`` (a number in (0, 86400]), else
+    ``default``.
 
     Raises
     ------
-    ValueError
-        If the variable is set to something that is not a positive number; the message
-        names the variable.
+    DeviceError
+        If the variable is set to something else; the message names the variable and how
+        to fix it (the command line exits with status 2).
     """
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -59,10 +70,18 @@ def timeout_from_env(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{name}={raw!r} is not a positive number of seconds; unset it "
-                         f"or set e.g. {name}={int(default)}")
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise DeviceError(f"{name}={raw!r} is not a number of seconds between 0 and "
+                          f"{MAX_TIMEOUT_S:g}; unset it or set e.g. {name}={int(default)}")
     return value
+
+
+def check_timeouts() -> None:
+    """Raise :class:`DeviceError` now if a time limit in the environment is invalid
+    (:data:`TIMEOUT_VARIABLES`), before any device work starts: a bad build limit found
+    only at a cold build would look like every solver failing."""
+    for name, default in TIMEOUT_VARIABLES.items():
+        timeout_from_env(name, default)
 
 
 def child_argv(module: str, *args: str) -> list[str]:

@@ -175,8 +175,8 @@ def ensure_verdict(info: DeviceInfo, store: Store, warn: bool = True) -> Verdict
         v = stored_verdict(info, store)
         if v is not None:
             return v
-        log.info("wticonv: first use of %s: testing its driver and measuring its peak FP32 "
-                 "rate and bandwidth in a child process (once; cached)...", info.name)
+        log.info("wticonv: testing the driver of %s in a child process (its first use on "
+                 "this host; cached)...", info.name)
         v = run_probe(info, store)
         if v.usable:
             if store.get_device_figures(info.key) is None:
