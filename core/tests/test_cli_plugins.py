@@ -131,3 +131,12 @@ def test_debug_shows_tracebacks(fake_dist, capsys, monkeypatch):
     (q,) = {d["name"]: d for d in _json(capsys)}["wticonv-oops"]["quarantined"]
     assert q["reason"].endswith("fake_oops.py, line 2)")
     assert "Traceback (most recent call last)" in q["traceback"] and "helper()" in q["traceback"]
+
+
+def test_commands_that_run_solvers_say_a_plugin_is_quarantined(fake_dist, capsys):
+    fake_dist("wticonv-acme", {"fake_impostor": IMPOSTOR}, {"naive": "fake_impostor:solver"})
+    assert main(["explain", "-n", "1", "-c", "4", "-H", "6", "-W", "6", "-k", "4", "-y", "3",
+                 "-x", "3", "-F", "1"]) == 0
+    err = capsys.readouterr().err
+    assert ("wticonv: note: 1 plugin entry point(s) quarantined, not used: wticonv-acme "
+            "(`wticonv solvers` says why)") in err

@@ -101,7 +101,9 @@ def _network_problems(network: str, n: int | None, directions: str) -> list:
 
 def _handle(device: str | None) -> Handle:
     _announce_probes()
-    return Handle(device)
+    handle = Handle(device)
+    filter_note(handle.registry, quarantined=True)
+    return handle
 
 
 def _announce_probes() -> None:
@@ -189,12 +191,18 @@ def solvers(as_json: bool) -> int:
     return 0
 
 
-def filter_note(reg) -> None:
-    """A line on stderr naming the distributions a filter kept from loading, if any."""
+def filter_note(reg, quarantined: bool = False) -> None:
+    """A line on stderr naming the distributions a filter kept from loading, if any; with
+    ``quarantined``, one more counting the quarantined plugin entry points (commands that
+    run solvers say so; the listings show them in full)."""
     if reg.skipped:
         names = ", ".join(f"{d} ({why})" for d, why in sorted(reg.skipped.items()))
         print(f"wticonv: note: a plugin filter is active; not loaded: {names} "
               "(`wticonv plugins --all` lists them)", file=sys.stderr)
+    if quarantined and reg.quarantined:
+        names = ", ".join(sorted({q.distribution or q.entry_point for q in reg.quarantined}))
+        print(f"wticonv: note: {len(reg.quarantined)} plugin entry point(s) quarantined, not "
+              f"used: {names} (`wticonv solvers` says why)", file=sys.stderr)
 
 
 @cli.command()
