@@ -125,6 +125,14 @@ class RecordingDevice:
         return self.info.kind
 
     @property
+    def launch_overhead_s(self) -> float:
+        """Seconds per kernel launch: the constant of this kind measured on the development
+        machines (:data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`)."""
+        from ..runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S
+
+        return FALLBACK_LAUNCH_OVERHEAD_S[self.info.kind]
+
+    @property
     def key(self) -> str:
         """Database key of the stand-in (no store is used)."""
         return self.info.key

@@ -19,17 +19,25 @@ of images.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 import numpy as np
-from wticonv_gemm.gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu_splits,
-                               most_gpu_splits, splitk_reduce_launch)
+from wticonv.runtime.kit import KernelLibrary, Launch
+from wticonv.runtime.kit import round_up as _round
+from wticonv_gemm.sgemm import (
+    ColMap,
+    GemmOp,
+    Operand,
+    gemm_launch,
+    gpu_splits,
+    most_gpu_splits,
+    splitk_reduce_launch,
+)
 
 from .transforms import winograd_transform
 
-__all__ = ["Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layout", "plan",
-           "one_image_bytes", "pieces_table", "index_limit_reason"]
+__all__ = ["KERNELS", "Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layout",
+           "plan", "one_image_bytes", "pieces_table", "index_limit_reason"]
 
 _F32 = 4
 #: The transform kernels move data slower than a plain copy: on the development machines'
@@ -37,7 +45,9 @@ _F32 = 4
 #: charges their traffic 3x there; on the NVIDIA H200 they moved 1.6-5 TB/s (caches help)
 #: against 4.2 TB/s for a copy, so 1x.
 TRANSFORM_COST = {"cpu": 3, "gpu": 1}
-_SRC = "wticonv_winograd:winograd.cl"
+_SRC = "winograd.cl"
+#: The plugin's kernel files (kernels/*.cl, with kernels/winograd_common.h spliced in).
+KERNELS = KernelLibrary("wticonv_winograd")
 _LOCAL = {"cpu": 64, "gpu": 256}
 _INT32 = 2**31 - 1
 
@@ -255,10 +265,6 @@ def _images_per_term(kind: str, nc: int, tiles: int) -> int:
     return nc
 
 
-def _round(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
 def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 16
          ) -> list[Launch]:
     """The launches of problem ``p`` with variant ``v`` in the workspace ``layout``.
@@ -284,7 +290,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
         else:  # flipped and transposed: w'[c][k][r][s] = w[k][c][R-1-r][S-1-s]
             wbase, so, si, sr, ss = (p.r - 1) * p.s + p.s - 1, p.r * p.s, O * p.r * p.s, -p.s, -1
         wgs = O * I * p.r * p.s
-        out.append(Launch(_SRC, opts, "filter_transform",
+        out.append(KERNELS.launch(_SRC, "filter_transform", opts,
                           (_round(O * I, local), P, G), (local, 1, 1),
                           lambda: ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(G),
                                    i32(P), i32(p.r), i32(p.s), i64(wbase), i64(wgs), i64(so),
@@ -293,7 +299,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
     for n0 in range(0, p.n, layout.nc):
         nc = min(layout.nc, p.n - n0)
         T = nc * th * tw
-        out.append(Launch(_SRC, opts, "input_transform",
+        out.append(KERNELS.launch(_SRC, "input_transform", opts,
                           (_round(T, local), PI, G), (local, 1, 1),
                           lambda n0=n0, nc=nc: (
                               src_in, "ws", i64(layout.v_off), i32(n0), i32(nc), i32(I), i32(G),
@@ -301,7 +307,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                               i32(tw), i32(P), i32(geo.sh), i32(geo.sw), "pc"),
                           bytes=cost * (A * G * PI * T + nc * G * I * geo.H * geo.W)))
         if p.direction == "wrw":
-            out.append(Launch(_SRC, opts, "grad_transform",
+            out.append(KERNELS.launch(_SRC, "grad_transform", opts,
                               (_round(T, local), O, G), (local, 1, 1),
                               lambda n0=n0, nc=nc: (
                                   "y", "ws", i64(layout.m_off), i32(n0), i32(nc), i32(O),
@@ -335,14 +341,14 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                         c=Operand("ws", off=layout.m_off, gs=O * T, ms=T, cols=ColMap()),
                         groups=A * G)
             out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
-            out.append(Launch(_SRC, opts, "output_transform",
+            out.append(KERNELS.launch(_SRC, "output_transform", opts,
                               (_round(T, local), O, G), (local, 1, 1),
                               lambda n0=n0, nc=nc: (
                                   "ws", i64(layout.m_off), dst_out, i32(n0), i32(nc), i32(O),
                                   i32(G), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw)),
                               bytes=cost * (A * G * O * T + nc * G * O * geo.Ho * geo.Wo)))
     if p.direction == "wrw":
-        out.append(Launch(_SRC, opts, "filter_grad_transform",
+        out.append(KERNELS.launch(_SRC, "filter_grad_transform", opts,
                           (_round(O * I, local), P, G), (local, 1, 1),
                           lambda: ("ws", i64(layout.du_off), "w", i32(O), i32(I), i32(G),
                                    i32(P), i32(p.r), i32(p.s), "pc"),
