@@ -21,7 +21,7 @@ import numpy as np
 import wticonv
 from peers import load_torch
 from wticonv.runtime import kit
-from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
+from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
 
 
 def ours(handle, M, N, K, iterations):

@@ -30,7 +30,7 @@ def test_a_build_error_names_the_cl_file_and_line(tmp_path, monkeypatch, handle)
 
 def test_the_built_in_plugins_name_their_files():
     from wticonv_direct.programs import KERNELS as DIRECT
-    from wticonv_gemm.gemm import KERNELS as GEMM
+    from wticonv_gemm.sgemm import KERNELS as GEMM
 
     direct_source, gemm_source = DIRECT.source, GEMM.source
     first = direct_source("naive.cl").splitlines()[0]

@@ -223,7 +223,7 @@ def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
     """The GPU SGEMM (scalar and float4-load variants, tile remainders in M, N and K) on
     plain row-major matrices, run on whatever device is present."""
     from wticonv.runtime import kit
-    from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
+    from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
 
     dev = handle.device
     rng = np.random.default_rng(1)

@@ -1,5 +1,6 @@
 /* Kernel macros shared by the solver plugins' .cl files (wticonv.runtime.kit splices this
- * header where a file says #include "wticonv/common.h"; no include path is needed).
+ * header in place of a file's line `#include "wticonv/common.h"`; no include path is
+ * needed).
  *
  * WTICONV_CAT(a, b): a and b pasted into one token after both are expanded, e.g.
  *   WTICONV_CAT(float, 8) -> float8 (a plain a##b would paste the macro's name, not its

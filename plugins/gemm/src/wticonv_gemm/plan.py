@@ -27,7 +27,7 @@ import numpy as np
 from wticonv.runtime.kit import Launch
 from wticonv.runtime.kit import round_up as _round
 
-from .gemm import (
+from .sgemm import (
     KERNELS,
     ColMap,
     GemmOp,

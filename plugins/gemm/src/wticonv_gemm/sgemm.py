@@ -1,35 +1,299 @@
-"""The public interface of wticonv-gemm's SGEMM: what other plugins may use.
+"""wticonv-gemm's SGEMM: one GEMM of a convolution, its launch and its cost.
 
-wticonv-gemm's other modules are private to it and may change in any release; this one
-is the interface that another plugin (wticonv-winograd runs its batched multiply with it)
-may import, and it changes only with a new major version of wticonv-gemm:
+**The public interface of wticonv-gemm.** Its other modules are private to it and may
+change in any release; this one is what another plugin may import (wticonv-winograd runs
+its batched multiply with it), and it changes only with a new major version:
 
 - planning: :class:`GemmOp` (one strided, batched, grouped ``C = A * B (+ C)``) with its
-  :class:`Operand` and :class:`ColMap` addressing, :func:`gemm_launch` (the
+  :class:`Operand` and :class:`ColMap` addressing; :func:`gemm_launch` (the
   :class:`wticonv.runtime.kit.Launch` of an op on a CPU or a GPU, with its modelled
-  efficiency), the GPU split-K helpers :func:`gpu_splits`, :func:`most_gpu_splits` and
+  efficiency); the GPU split-K helpers :func:`gpu_splits`, :func:`most_gpu_splits` and
   :func:`splitk_reduce_launch`;
 - the cost model: :func:`predict_seconds` and :func:`wti` (predicted time and WTI of a
-  list of launches from their cost fields and the device's measured figures; see
-  docs/wti-models.md).
+  list of launches, from their cost fields and the device's measured figures; see
+  docs/wti-models.md);
+- :data:`KERNELS`, the library of this plugin's kernel files that the launches name.
+  Run the launches, with launches of your own, through :func:`wticonv.runtime.kit.enqueue`.
 
-Launches of these functions name this plugin's kernel files (:data:`KERNELS`); run them,
-with launches of your own, through :func:`wticonv.runtime.kit.enqueue`.
+A :class:`GemmOp` is what the kernels in ``kernels/sgemm_*.cl`` compute::
+
+    C[g](m, n) = sum_b sum_k A[g](b, m, k) * B[g](b, k, n)   (+ C[g](m, n) when beta)
+
+with every operand addressed by element strides (64-bit), a two-level batch reduction
+``b -> (b // nb2, b % nb2)`` and image-mapped columns (:class:`ColMap`), so that the
+convolution GEMMs read and write NCHW tensors where they are. Operands name a buffer
+(``"x"``, ``"w"``, ``"y"`` or ``"ws"``), bound to real ``pyopencl.Buffer`` objects only
+when the op is enqueued; a plan can therefore be built and checked for any size without
+allocating anything. Launches are :class:`wticonv.runtime.kit.Launch` descriptions of
+:data:`KERNELS`' files, enqueued with :func:`wticonv.runtime.kit.enqueue`.
 """
 
 from __future__ import annotations
 
-from .gemm import (
-                   KERNELS,
-                   ColMap,
-                   GemmOp,
-                   Operand,
-                   gemm_launch,
-                   gpu_splits,
-                   most_gpu_splits,
-                   splitk_reduce_launch,
-)
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from wticonv.runtime.kit import KernelLibrary, Launch
+
+from . import params
 from .wti import predict_seconds, wti
 
-__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "gemm_launch", "gpu_splits",
-           "most_gpu_splits", "splitk_reduce_launch", "predict_seconds", "wti"]
+__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "gemm_launch", "splitk_reduce_launch",
+           "gpu_splits", "most_gpu_splits", "predict_seconds", "wti"]
+
+#: The plugin's kernel files (kernels/*.cl) and their kernels built per device.
+KERNELS = KernelLibrary("wticonv_gemm")
+
+_BIG = 2**31 - 1
+
+
+# ColMap, Operand and GemmOp fill their fields at once (``__dict__.update``) rather than
+# through the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, the
+# larger part of planning a GEMM): ranking a new problem plans several.
+
+
+@dataclass(frozen=True, init=False)
+class ColMap:
+    """Offset of column n: ``(n // P)*ns + ((n % P) // Wo)*hs + ((n % P) % Wo)*ws``."""
+
+    P: int
+    Wo: int
+    ns: int
+    hs: int
+    ws: int
+
+    def __init__(self, P: int = _BIG, Wo: int = _BIG, ns: int = 0, hs: int = 0,
+                 ws: int = 1) -> None:
+        self.__dict__.update(P=P, Wo=Wo, ns=ns, hs=hs, ws=ws)
+
+    @staticmethod
+    def strided(ld: int) -> ColMap:
+        """Columns ``ld`` elements apart (column n at ``n * ld``)."""
+        return ColMap(ws=ld)
+
+    def offset(self, n: int) -> int:
+        """The offset of column ``n`` (Python ints: exact at any size)."""
+        q, p = divmod(n, self.P)
+        ho, wo = divmod(p, self.Wo)
+        return q * self.ns + ho * self.hs + wo * self.ws
+
+    def args(self) -> list:
+        return [np.int32(self.P), np.int32(self.Wo), np.int64(self.ns), np.int64(self.hs),
+                np.int64(self.ws)]
+
+
+_DENSE = ColMap()
+
+
+@dataclass(frozen=True, init=False)
+class Operand:
+    """Where an operand lives: buffer name and strides in elements.
+
+    ``off`` start, ``gs`` per group, ``bs``/``bs2`` per batch-reduction level, ``ms`` per
+    row (A and C), ``ks`` per k (A and B), ``cols`` the column map (B and C).
+    """
+
+    buffer: str
+    off: int
+    gs: int
+    bs: int
+    bs2: int
+    ms: int
+    ks: int
+    cols: ColMap
+
+    def __init__(self, buffer: str, off: int = 0, gs: int = 0, bs: int = 0, bs2: int = 0,
+                 ms: int = 0, ks: int = 0, cols: ColMap = _DENSE) -> None:
+        self.__dict__.update(buffer=buffer, off=off, gs=gs, bs=bs, bs2=bs2, ms=ms, ks=ks,
+                             cols=cols)
+
+
+@dataclass(frozen=True, init=False)
+class GemmOp:
+    """``C = A * B (+ C)`` for ``groups`` groups; sizes are Python ints."""
+
+    M: int
+    N: int
+    K: int
+    a: Operand
+    b: Operand
+    c: Operand
+    groups: int
+    nb: int
+    nb2: int
+    beta: int
+    #: GPU split-K over the batch reduction: ``splits`` layers of work-groups, each summing
+    #: ``ceil(nb / splits)`` batch terms into C + s * ``c_ss`` (partial sums).
+    splits: int
+    c_ss: int
+
+    def __init__(self, M: int, N: int, K: int, a: Operand, b: Operand, c: Operand,
+                 groups: int = 1, nb: int = 1, nb2: int = 1, beta: int = 0, splits: int = 1,
+                 c_ss: int = 0) -> None:
+        self.__dict__.update(M=M, N=N, K=K, a=a, b=b, c=c, groups=groups, nb=nb, nb2=nb2,
+                             beta=beta, splits=splits, c_ss=c_ss)
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds x 2 of the op."""
+        return 2 * self.M * self.N * self.K * self.nb * self.groups
+
+    def max_offsets(self) -> dict[str, int]:
+        """Largest element offset each operand reaches (for bounds checks and tests)."""
+        b1, b2 = (self.nb - 1) // self.nb2, min(self.nb, self.nb2) - 1
+        a, b, c = self.a, self.b, self.c
+        g = self.groups - 1
+        last_col = max(c.cols.offset(self.N - 1), 0)
+        return {
+            "a": a.off + g * a.gs + b1 * a.bs + b2 * a.bs2 + (self.M - 1) * a.ms
+            + (self.K - 1) * a.ks,
+            "b": b.off + g * b.gs + b1 * b.bs + b2 * b.bs2 + (self.K - 1) * b.ks
+            + b.cols.offset(self.N - 1),
+            "c": c.off + g * c.gs + (self.M - 1) * c.ms + last_col,
+        }
+
+
+def _check_int32(op: GemmOp) -> None:
+    if max(op.M, op.N, op.K, op.nb, op.nb2, op.groups) <= _BIG:
+        return
+    for name in ("M", "N", "K", "nb", "nb2", "groups"):
+        if getattr(op, name) > _BIG:
+            raise ValueError(f"GEMM {name}={getattr(op, name)} exceeds a 32-bit kernel argument")
+
+
+def _traffic(op: GemmOp) -> int:
+    """Bytes a GEMM moves at least: A and B read once, C written (and read when beta)."""
+    per_group = op.M * op.K * op.nb + op.K * op.nb * op.N + op.M * op.N * (1 + op.beta)
+    return 4 * op.groups * per_group
+
+
+#: Float4 loads of B across whole pictures only from this many pixels per picture: on
+#: smaller pictures (8x8 to 14x14) a tile's columns span several pictures and the float4
+#: variant ran 1.1-2x slower than the scalar one on the H200 (gemm.1x1 forward at N=32,
+#: C = 256-2048: 8x8 0.39 ms against 9x9 0.34 ms; 16x16 and up no slower).
+VEC_MIN_PICTURE = 256
+
+
+def _vec_aligned(op: GemmOp) -> bool:
+    """The GPU kernel's float4 loads apply: A contiguous along k; B's columns contiguous in
+    runs of 4 (a dense matrix, or whole pictures of P pixels, P a multiple of 4 and at
+    least :data:`VEC_MIN_PICTURE`, as x in a stride-1 1x1 convolution); every stride and
+    offset a multiple of 4 elements (16 bytes).
+    """
+    a, b = op.a, op.b
+    cols = b.cols
+    dense = cols.ws == 1 and cols.ns == 0 and cols.hs == 0 and cols.P >= op.N
+    pictures = (cols.ws == 1 and cols.hs == cols.Wo and cols.P % 4 == 0
+                and cols.P >= VEC_MIN_PICTURE)
+    strides = (a.ms, a.off, a.gs, a.bs, a.bs2, b.ks, b.off, b.gs, b.bs, b.bs2, cols.ns)
+    return (a.ks == 1 and b.ks != 1 and (dense or pictures)
+            and all(v % 4 == 0 for v in strides))
+
+
+def _cpu_nt_args(op: GemmOp) -> tuple:
+    a, b, c, i64 = op.a, op.b, op.c, np.int64
+    return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), *b.cols.args(),
+            c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(), np.int32(op.beta))
+
+
+def _cpu_nn_args(op: GemmOp, b_len: int | None) -> tuple:
+    a, b, c, i64 = op.a, op.b, op.c, np.int64
+    if b_len is None:
+        b_len = op.max_offsets()["b"] + 1
+    return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
+            *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
+            *c.cols.args(), np.int32(op.beta))
+
+
+def _gpu_args(op: GemmOp, nbs: int) -> tuple:
+    a, b, c, i64 = op.a, op.b, op.c, np.int64
+    return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
+            i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
+            *b.cols.args(), c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(),
+            np.int32(op.beta), np.int32(op.groups), np.int32(nbs), i64(op.c_ss))
+
+
+def _sizes(op: GemmOp) -> tuple:
+    return (np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2))
+
+
+def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
+                vector_width: int = 16) -> Launch:
+    """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``); its arguments
+    are built when first read.
+
+    ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads;
+    ``vector_width`` is a CPU's preferred float vector width (see params.cpu_configs).
+    """
+    _check_int32(op)
+    if op.splits > 1 and kind == "cpu":
+        raise ValueError("split-K is a GPU plan; CPU kernels reduce in one work-item")
+    a, b = op.a, op.b
+    if kind == "cpu":
+        nn_cfg, nt_cfg = params.cpu_configs(vector_width)
+        if a.ks == 1 and b.ks == 1:
+            cfg = nt_cfg
+            grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
+            return KERNELS.launch("sgemm_cpu.cl", "sgemm_nt", cfg.options, grid, (1, 1, 1),
+                          lambda: _cpu_nt_args(op),
+                          op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
+                                                             compute_units, cfg),
+                          _traffic(op), math.prod(grid) * params.CPU_NT_ITEM_S / compute_units)
+        cfg = nn_cfg
+        grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
+        contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
+        return KERNELS.launch("sgemm_cpu.cl", "sgemm_nn", cfg.options, grid, (1, 1, 1),
+                      lambda: _cpu_nn_args(op, b_len),
+                      op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
+                                                         compute_units, contiguous, cfg,
+                                                         scattered=op.c.cols.ws > 1),
+                      _traffic(op), math.prod(grid) * params.CPU_NN_ITEM_S / compute_units)
+    cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
+    vec = cfg.vec_ok() and _vec_aligned(op)
+    options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
+    nbs = -(-op.nb // op.splits)
+    grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
+            op.groups * op.splits)
+    mapped = b.cols.ns != 0 or b.cols.hs != 0      # pixels of pictures, not a dense matrix
+    eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
+                            compute_units, vec, mapped, b_kfast=b.ks == 1)
+    return KERNELS.launch("sgemm_gpu.cl", "sgemm", options, grid, (cfg.ndimc, cfg.mdimc, 1),
+                  lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
+
+
+def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int) -> int:
+    """How many split-K layers a GPU GEMM with a batch reduction of ``nb`` terms needs so
+    that its work-groups fill the device (two per compute unit), at most ``nb``."""
+    cfg = params.gpu_config(M, N, K * nb, groups, compute_units)
+    tiles = -(-M // cfg.mwg) * -(-N // cfg.nwg) * groups
+    if tiles >= 2 * compute_units or nb < 2:
+        return 1
+    want = min(nb, -(-2 * compute_units // tiles))
+    per = -(-nb // want)
+    return -(-nb // per)
+
+
+def most_gpu_splits(M: int, N: int, groups: int, compute_units: int) -> int:
+    """An upper bound on :func:`gpu_splits` over every K and nb: its split count is at most
+    ``ceil(2 x compute units / tiles)``, and no configuration has fewer tiles than the one
+    with the largest tile; 1 where even that fills the device. Lets a layout search take
+    its largest chunk at once when that chunk fits with this many partial sums."""
+    mwg = max(c.mwg for c in params.GPU_CONFIGS)
+    nwg = max(c.nwg for c in params.GPU_CONFIGS)
+    tiles = -(-M // mwg) * -(-N // nwg) * groups
+    return 1 if tiles >= 2 * compute_units else -(-2 * compute_units // tiles)
+
+
+def splitk_reduce_launch(part: str, part_off: int, c: str, count: int, splits: int,
+                         beta: int, c_off: int = 0) -> Launch:
+    """``c[c_off + i] (+)= sum_s part[part_off + s*count + i]`` (kernel splitk_reduce)."""
+    local = 256
+    return KERNELS.launch("sgemm_gpu.cl", "splitk_reduce",
+                          params.GPU_CONFIGS[0].options(True, False),
+                  (-(-count // local) * local,), (local,),
+                  lambda: (part, np.int64(part_off), c, np.int64(c_off), np.int64(count),
+                           np.int32(splits), np.int32(beta)),
+                  bytes=4 * count * (splits + 1 + beta))

@@ -24,15 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from wticonv.runtime.kit import KernelLibrary, Launch
 from wticonv.runtime.kit import round_up as _round
-from wticonv_gemm.sgemm import (
-    ColMap,
-    GemmOp,
-    Operand,
-    gemm_launch,
-    gpu_splits,
-    most_gpu_splits,
-    splitk_reduce_launch,
-)
+from wticonv_gemm import sgemm
 
 from .transforms import winograd_transform
 
@@ -197,7 +189,7 @@ def _layout(p, v: Variant, geo: Geometry, nc: int, kind: str, cu: int) -> Layout
         splits = 1
         if kind != "cpu":
             q = _images_per_term(kind, nc, th * tw)
-            splits = gpu_splits(geo.O, PI, q * th * tw, nc // q, A * G, cu)
+            splits = sgemm.gpu_splits(geo.O, PI, q * th * tw, nc // q, A * G, cu)
         part_off = _align(du_off + A * G * geo.O * PI)
         end = part_off + (splits * A * G * geo.O * PI if splits > 1 else 0)
         return Layout(nc, splits, 0, v_off, z_off, du_off, part_off, end)
@@ -221,7 +213,7 @@ def workspace_layout(p, v: Variant, kind: str, cu: int, room: int) -> Layout | N
             if whole.bytes <= room:
                 return whole
         else:  # every chunk the search would try fits with the most partial sums: take hi
-            s = most_gpu_splits(geo.O, len(geo.pieces) * geo.I, v.positions * geo.groups, cu)
+            s = sgemm.most_gpu_splits(geo.O, len(geo.pieces) * geo.I, v.positions * geo.groups, cu)
             du = v.positions * geo.groups * geo.O * len(geo.pieces) * geo.I
             if (whole.part_off + (s * du if s > 1 else 0)) * _F32 <= room:
                 return whole
@@ -317,30 +309,30 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
             # cut it into batch terms of q images (for split-K), CPUs keep it whole.
             q = _images_per_term(kind, nc, th * tw)
             kt = q * th * tw
-            a = Operand("ws", off=layout.m_off, gs=O * T, bs=kt, ms=T, ks=1)
-            b = Operand("ws", off=layout.v_off, gs=PI * T, bs=kt, ks=1,
-                        cols=ColMap.strided(T))
+            a = sgemm.Operand("ws", off=layout.m_off, gs=O * T, bs=kt, ms=T, ks=1)
+            b = sgemm.Operand("ws", off=layout.v_off, gs=PI * T, bs=kt, ks=1,
+                        cols=sgemm.ColMap.strided(T))
             s = min(layout.splits, nc // q)
             du = A * G * O * PI
             if s > 1:
-                c = Operand("ws", off=layout.part_off, gs=O * PI, ms=PI, cols=ColMap())
-                op = GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q, splits=s,
+                c = sgemm.Operand("ws", off=layout.part_off, gs=O * PI, ms=PI, cols=sgemm.ColMap())
+                op = sgemm.GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q, splits=s,
                             c_ss=du)
-                out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
-                out.append(splitk_reduce_launch("ws", layout.part_off, "ws", du, s,
+                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
+                out.append(sgemm.splitk_reduce_launch("ws", layout.part_off, "ws", du, s,
                                                 int(n0 > 0), c_off=layout.du_off))
             else:
-                c = Operand("ws", off=layout.du_off, gs=O * PI, ms=PI, cols=ColMap())
-                op = GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q,
+                c = sgemm.Operand("ws", off=layout.du_off, gs=O * PI, ms=PI, cols=sgemm.ColMap())
+                op = sgemm.GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q,
                             beta=int(n0 > 0))
-                out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
+                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
         else:
-            op = GemmOp(O, T, PI,
-                        a=Operand("ws", off=layout.u_off, gs=O * PI, ms=PI, ks=1),
-                        b=Operand("ws", off=layout.v_off, gs=PI * T, ks=T, cols=ColMap()),
-                        c=Operand("ws", off=layout.m_off, gs=O * T, ms=T, cols=ColMap()),
+            op = sgemm.GemmOp(O, T, PI,
+                        a=sgemm.Operand("ws", off=layout.u_off, gs=O * PI, ms=PI, ks=1),
+                        b=sgemm.Operand("ws", off=layout.v_off, gs=PI * T, ks=T, cols=sgemm.ColMap()),
+                        c=sgemm.Operand("ws", off=layout.m_off, gs=O * T, ms=T, cols=sgemm.ColMap()),
                         groups=A * G)
-            out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
+            out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
             out.append(KERNELS.launch(_SRC, "output_transform", opts,
                               (_round(T, local), O, G), (local, 1, 1),
                               lambda n0=n0, nc=nc: (
