@@ -20,7 +20,7 @@ from .plan import KERNELS, Variant, geometry
 __all__ = ["FusedParams", "PARAMS", "PARAMS_FEW_OUTPUTS", "FEW_OUTPUTS", "EFFICIENCY",
            "params", "fused_plan", "limit_reason"]
 
-_SRC = "wticonv_winograd:fused.cl"
+_SRC = "fused.cl"
 _F32 = 4
 
 
