@@ -71,6 +71,13 @@ def test_the_launch_overhead_is_measured_and_stored(handle):
     assert dev.launch_overhead_s == seconds             # kept: not measured again
 
 
+def test_measure_launch_overhead(handle):
+    from wticonv.peak import measure_launch_overhead
+
+    times = [measure_launch_overhead(handle.device, launches=20) for _ in range(2)]
+    assert all(1e-6 < t < 1e-3 for t in times)
+
+
 def test_the_first_stored_launch_overhead_wins(tmp_path):
     store = Store(tmp_path)
     assert store.get_launch_overhead("dev") is None

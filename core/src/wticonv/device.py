@@ -27,7 +27,7 @@ import numpy as np
 import pyopencl as cl
 
 from .build_helper import helper_for, real_key
-from .errors import DeviceError, DeviceMemoryError, HostMemoryError
+from .errors import DeviceError, DeviceMemoryError, HostMemoryError, KernelBuildError
 from .probe import describe, ensure_verdict, stored_verdict
 from .programs import ProgramCache
 from .store import Store
@@ -310,19 +310,24 @@ class Device:
         (:data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`; GPU's for other kinds)."""
         if self._launch_overhead > 0:
             return self._launch_overhead
+        self._ensure_figures()      # a new driver is probed in a child process first
         with self._figures.lock:
             if self._launch_overhead <= 0:
                 stored = self.store.get_launch_overhead(self.key)
                 if stored is None:
                     from .peak import measure_launch_overhead
                     from .runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S
-                    try:
-                        self.queue.finish()     # nothing queued ahead of the empty kernels
-                        stored = self.store.put_launch_overhead(
-                            self.key, measure_launch_overhead(self))
-                    except cl.Error:
-                        stored = FALLBACK_LAUNCH_OVERHEAD_S.get(
-                            self.kind, FALLBACK_LAUNCH_OVERHEAD_S["gpu"])
+                    # one process measures at a time, as for the figures above
+                    with self.store.exclusive("measure"):
+                        stored = self.store.get_launch_overhead(self.key)
+                        try:
+                            if stored is None:
+                                self.queue.finish()   # nothing queued ahead of the kernels
+                                stored = self.store.put_launch_overhead(
+                                    self.key, measure_launch_overhead(self))
+                        except (cl.Error, KernelBuildError):
+                            stored = FALLBACK_LAUNCH_OVERHEAD_S.get(
+                                self.kind, FALLBACK_LAUNCH_OVERHEAD_S["gpu"])
                 self._launch_overhead = stored
         return self._launch_overhead
 
