@@ -138,7 +138,7 @@ class DirectSolver:
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        enqueue(device, [plan(problem)], {{"x": tensors.x, "w": tensors.w, "y": tensors.y}})
+        enqueue(device, [plan(problem)], {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = DirectSolver()
