@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from wticonv.errors import WticonvError
 from wticonv.runtime import kit
 from wticonv.store import Store
