@@ -18,11 +18,10 @@ import sys
 import time
 
 import numpy as np
-
 import wticonv
 from peers import load_torch
-from wticonv_gemm import runner
-from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
+from wticonv.runtime import kit
+from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
 
 
 def ours(handle, M, N, K, iterations):
@@ -34,12 +33,12 @@ def ours(handle, M, N, K, iterations):
     op = GemmOp(M, N, K, a=Operand("a", ms=K, ks=1), b=Operand("b", ks=N, cols=ColMap()),
                 c=Operand("c", ms=N, cols=ColMap()))
     launch = gemm_launch(op, "cpu" if dev.kind == "cpu" else "gpu", dev.info.compute_units)
-    runner.enqueue(dev, [launch], bufs)
+    kit.enqueue(dev, [launch], bufs)
     dev.queue.finish()
     times = []
     for _ in range(iterations):
         with dev.profile() as prof:
-            runner.enqueue(dev, [launch], bufs)
+            kit.enqueue(dev, [launch], bufs)
         times.append(prof.kernel_ms)
     C = dev.download(bufs["c"], (M, N))
     rows = rng.choice(M, size=min(M, 64), replace=False)

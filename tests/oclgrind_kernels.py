@@ -104,13 +104,12 @@ def builtin_plugins() -> dict[str, Path]:
             if (pkg / "__init__.py").is_file()}
 
 
-_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.]+)"[ \t]*$', re.MULTILINE)
-
-
 def _spliced(path: Path) -> str:
-    """``path``'s text with ``#include "x.h"`` lines replaced by the sibling file, as the
-    plugins' loaders do, so that it compares equal to the source a plugin builds."""
-    return _INCLUDE.sub(lambda m: _spliced(path.with_name(m.group(1))), path.read_text())
+    """``path``'s text with its ``#include`` lines spliced in by the core's kernel library
+    (wticonv.runtime.kit), as the plugins build it."""
+    from wticonv.runtime.kit import KernelLibrary
+
+    return KernelLibrary(path.parent.parent.name, path.parent.name).source(path.name)
 
 
 def kernel_files() -> dict[str, str]:
@@ -230,6 +229,7 @@ def run_variant(name: str, found, store, recorder, solvers, quick=False, log=sys
     (``quick``: the first problem it accepts per direction, default plans only). Returns
     (runs, {solver: directions accepted on the problems and the conformance corpus})."""
     from wticonv import DIRECTIONS, Handle
+    from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S
     from wticonv.testing import default_corpus
 
     info, cl_dev = found
@@ -238,6 +238,9 @@ def run_variant(name: str, found, store, recorder, solvers, quick=False, log=sys
                                 compute_units=v["compute_units"],
                                 vector_width=v["vector_width"])
     store.put_device_figures(dinfo.key, v["peak"], v["bandwidth"])
+    # the development machines' launch overhead: the plans (and the kernels they reach)
+    # do not depend on how fast the simulator launches
+    store.put_launch_overhead(dinfo.key, FALLBACK_LAUNCH_OVERHEAD_S[v["kind"]])
     handle = Handle(recording_device(cl_dev, dinfo, store, recorder))
     named = {c for var in VARIANTS.values() for c in var.get("cases", ())}
     cases = {label: c for label, c in problems().items()

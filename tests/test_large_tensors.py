@@ -259,9 +259,9 @@ def test_tiled_cpu_lane_offsets_are_64_bit():
     """Regression: tiled_cpu.cl's lanes that cross images were 32-bit offsets apart, wrong
     once an image passes 2^31 elements (e.g. 2 x 8300 x 511 x 511, planned on a CPU)."""
     from wticonv.testing.clsource import preprocess
-    from wticonv_direct import programs
+    from wticonv_direct.programs import KERNELS
 
-    text = preprocess(programs.kernel_source("tiled_cpu.cl"), "-DTILED_VW=16")
+    text = preprocess(KERNELS.source("tiled_cpu.cl"), "-DTILED_VW=16")
     assert re.search(r"\blong\s+loff\s*\[", text) and not re.search(r"\bint\s+loff\s*\[",
                                                                      text.split("tiled_dot")[0])
 

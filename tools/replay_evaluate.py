@@ -27,7 +27,7 @@ import statistics
 import sys
 
 from wticonv.errors import KeyFormatError
-from wticonv.problem import parse_key
+from wticonv.problem.conv import parse_key
 from wticonv.measuring.calibrate import fit_factors
 from wticonv.contract.registry import SolverRegistry
 from wticonv.selection.ranking import select
@@ -107,9 +107,9 @@ def load(path, kind: str) -> list[dict]:
 
 def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=None):
     """The stand-in device a replay predicts on: the figures recorded in the calibration
-    rows (``calibrate --csv`` writes kind, compute units, peak and bandwidth), overridden
-    by the arguments given; files without them take the arguments or an H200's (GPU) or
-    a 2-core CPU's figures.
+    rows (``calibrate --csv`` writes kind, compute units, peak, bandwidth and launch
+    overhead), overridden by the arguments given; files without them take the arguments
+    or an H200's (GPU) or a 2-core CPU's figures.
 
     Raises
     ------
@@ -137,7 +137,12 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
     if compute_units is not None and compute_units < 1:
         raise ReplayError(f"--compute-units {compute_units} must be at least 1")
     cu = compute_units or (int(rec["compute_units"]) if rec.get("compute_units") else None)
-    return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth)
+    overhead = float(rec["launch_overhead_s"]) if rec.get("launch_overhead_s") else None
+    if overhead is not None and not 0 < overhead < 1:
+        raise ReplayError(f"launch overhead {overhead:g} s cannot be right: the column "
+                          "launch_overhead_s holds seconds per launch (e.g. 1.8e-05)")
+    return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth,
+                           launch_overhead_s=overhead)
 
 
 def raw_predictions(registry, device, problem):

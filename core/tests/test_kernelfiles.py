@@ -29,9 +29,10 @@ def test_a_build_error_names_the_cl_file_and_line(tmp_path, monkeypatch, handle)
 
 
 def test_the_built_in_plugins_name_their_files():
-    from wticonv_direct.programs import kernel_source as direct_source
-    from wticonv_gemm.runner import kernel_source as gemm_source
+    from wticonv_direct.programs import KERNELS as DIRECT
+    from wticonv_gemm.sgemm import KERNELS as GEMM
 
+    direct_source, gemm_source = DIRECT.source, GEMM.source
     first = direct_source("naive.cl").splitlines()[0]
     assert first.startswith('#line 1 "') and first.endswith('wticonv_direct/kernels/naive.cl"')
     gemm = gemm_source("sgemm_cpu.cl")
@@ -39,9 +40,9 @@ def test_the_built_in_plugins_name_their_files():
 
 
 def test_included_files_keep_their_own_line_numbers(tmp_path):
-    from wticonv_gemm.runner import kernel_source
+    from wticonv_winograd.plan import KERNELS
 
-    src = kernel_source("wticonv_winograd:winograd.cl")
+    src = KERNELS.source("winograd.cl")
     lines = src.splitlines()
     marks = [i for i, ln in enumerate(lines) if ln.startswith("#line ")]
     assert len(marks) >= 3                  # the file, its header, back to the file

@@ -45,7 +45,8 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
     h = wticonv.Handle()
     dev = tool.RecordingDevice("cpu", compute_units=h.device.info.compute_units,
                                peak_flops=h.device.peak_flops,
-                               bandwidth=h.device.bandwidth)
+                               bandwidth=h.device.bandwidth,
+                               launch_overhead_s=h.device.launch_overhead_s)
     dev.info = h.device.info                         # the same vector width and limits
     within, mean, misses = tool.replay(h.registry, dev, tool._read(tmp_path / "cal.csv"),
                                        rows, label="test")

@@ -29,7 +29,8 @@ def test_store_round_trips(tmp_path):
     assert s2.get_device_verdict("old#probe-1") == (False, "error: unknown target CPU 'generic'")
     assert s2.get_device_verdict("dev#probe-1") == (True, "")
     assert s2.get_device_verdict("dev#probe-2") is None
-    assert s2.summary() == {"device_figures": 1, "device_unusable": 0, "device_verdicts": 2,
+    assert s2.summary() == {"device_figures": 1, "launch_overhead": 0, "device_unusable": 0,
+                            "device_verdicts": 2,
                             "program_binaries": 1, "find_db": 0, "calibration": 0,
                             "perf_db": 0}
     copy = Store(tmp_path / "copy")
@@ -42,7 +43,8 @@ def test_store_round_trips(tmp_path):
     assert s2.get_device_verdict("old#probe-1") is None
     assert s2.get_device_verdict("old-2#probe-1") == (True, "")
     s2.clear()
-    assert s.summary() == {"device_figures": 0, "device_unusable": 0, "device_verdicts": 0,
+    assert s.summary() == {"device_figures": 0, "launch_overhead": 0, "device_unusable": 0,
+                           "device_verdicts": 0,
                            "program_binaries": 0, "find_db": 0, "calibration": 0,
                            "perf_db": 0}
 

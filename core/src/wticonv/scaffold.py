@@ -67,31 +67,43 @@ Applies to every forward problem (any filter, stride, padding, dilation and grou
 output has fewer than 2^31 elements; declines backward data and backward weights. Dynamic:
 every size is a kernel argument, so one build serves every shape. No workspace.
 
-WTI: a constant guess, :data:`WTI`, for a first version; replace it with a model of the
-kernel's time (see wticonv's docs/wti-models.md), or return -2.0 (unknown).
+Host code uses wticonv's host kit (:mod:`wticonv.runtime.kit`): :data:`KERNELS` reads
+``kernels/*.cl`` (build errors name the file and line) and keeps the built kernels per
+device; :func:`plan` describes the launch; ``enqueue`` runs it with the tensors bound.
+
+WTI: the kernel modelled at :data:`EFFICIENCY` of the device's peak FP32 rate, plus the
+device's measured launch overhead, on CPUs and GPUs; -2.0 (unknown) on other devices. A
+first guess: replace it with a model of the kernel's time (see wticonv's
+docs/wti-models.md).
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from wticonv import Decline, hookimpl
-from wticonv.runtime.kernelfiles import read_kernel
+from wticonv import WTI_UNKNOWN, Decline, hookimpl
+from wticonv.runtime.kit import (KernelLibrary, Launch, enqueue, launch_overhead_s,
+                                 modelled_kind, round_up)
 
+#: The plugin's kernel files (src/wticonv_{name}/kernels/).
+KERNELS = KernelLibrary("wticonv_{name}")
 #: Work-items per work-group.
 LOCAL = 64
-#: Predicted fraction of the device's peak FP32 rate (a guess: one multiply-add per load).
-WTI = 0.005
+#: Predicted fraction of the device's peak FP32 rate the kernel reaches (a guess: one
+#: multiply-add per load).
+EFFICIENCY = 0.005
 
 
-@functools.lru_cache(maxsize=16)
-def _kernel(device):
-    """The conv_fwd kernel for ``device``, built once (device.build caches the program on
-    disk too) and kept: retrieving it again per run costs time. read_kernel puts a #line
-    directive first, so that build errors name kernels/{name}.cl and the line."""
-    return device.build(read_kernel("wticonv_{name}", "kernels", "{name}.cl")).conv_fwd
+def plan(problem) -> Launch:
+    """The launch of ``{name}.cl``'s ``conv_fwd`` that computes ``problem``: one work-item
+    per output element, the sizes as ``int`` arguments after the tensors x, w and y."""
+    p = problem
+    sizes = tuple(np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho, p.wo,
+                                        p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                                        p.dilation_h, p.dilation_w, p.groups))
+    total = p.n * p.k * p.ho * p.wo
+    return KERNELS.launch("{name}.cl", "conv_fwd", "", (round_up(total, LOCAL),), (LOCAL,),
+                          ("x", "w", "y") + sizes, flops=p.flops, efficiency=EFFICIENCY)
 
 
 class DirectSolver:
@@ -115,7 +127,10 @@ class DirectSolver:
 
     @hookimpl
     def get_wti(self, problem, device):
-        return WTI
+        if modelled_kind(device) is None:      # neither a CPU nor a GPU: not modelled
+            return WTI_UNKNOWN
+        seconds = launch_overhead_s(device) + problem.flops / (device.peak_flops * EFFICIENCY)
+        return problem.flops / (device.peak_flops * seconds)
 
     @hookimpl
     def workspace_size(self, problem, device):
@@ -123,16 +138,7 @@ class DirectSolver:
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        p = problem
-        kernel = _kernel(device)
-        total = p.n * p.k * p.ho * p.wo
-        i32 = np.int32
-        device.enqueue_kernel(kernel, (-(-total // LOCAL) * LOCAL,), (LOCAL,),
-                              tensors.x, tensors.w, tensors.y,
-                              *(i32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho,
-                                                 p.wo, p.pad_h, p.pad_w, p.stride_h,
-                                                 p.stride_w, p.dilation_h, p.dilation_w,
-                                                 p.groups)))
+        enqueue(device, [plan(problem)], {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = DirectSolver()

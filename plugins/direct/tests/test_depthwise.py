@@ -12,10 +12,10 @@ import pytest
 import wticonv
 from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.workloads.networks import load_network
+from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S as LAUNCH_OVERHEAD_S
 from wticonv_direct import depthwise_plan
 from wticonv_direct.depthwise import EFFICIENCY, STREAMING, solver
 from wticonv_direct.naive import solver as naive_solver
-from wticonv_direct.programs import LAUNCH_OVERHEAD_S
 
 P = ConvProblem
 OUT = {"fwd": "y", "bwd": "x", "wrw": "w"}
@@ -196,10 +196,8 @@ def test_wrw_split_workspace_is_exact_and_deterministic(handle):
 
 def test_run_rejects_a_workspace_of_another_size(handle):
     dev = handle.device
-    tensors = SimpleNamespace(x=None, w=None, y=None)
     with pytest.raises(ValueError, match="needs a workspace of 0 bytes, got 100"):
-        depthwise_plan.enqueue(SPLIT, dev, tensors, SimpleNamespace(size=100),
-                               lambda name, options: None)
+        depthwise_plan.plan_for(SPLIT, dev, SimpleNamespace(size=100))
 
 
 GPU_SHAPES = [MOBILENET[0], MOBILENET[1], EDGE["multiplier 2, stride 2"], EDGE["7x7, stride 3"],
@@ -211,7 +209,7 @@ GPU_SHAPES = [MOBILENET[0], MOBILENET[1], EDGE["multiplier 2, stride 2"], EDGE["
 def test_gpu_launch_plans_on_the_cpu_device(handle, monkeypatch, direction):
     # The GPU kernels (one column per work-item, work-group reductions in wrw) are plain
     # OpenCL C: run them through PoCL so that they are checked without a GPU.
-    monkeypatch.setattr(depthwise_plan, "kind_of", lambda device: "gpu")
+    monkeypatch.setattr(depthwise_plan, "kernel_family", lambda device: "gpu")
     kernels = set()
     for shape in GPU_SHAPES:
         p = shape.with_direction(direction)
@@ -283,11 +281,13 @@ def test_hooks_report_the_contract(handle):
 def test_wti_model():
     p = MOBILENET[0].with_batch(8)  # 32 x 112 x 112, 3x3: memory-bound on this device
     dev = SimpleNamespace(kind="cpu", peak_flops=1e12, bandwidth=1e10,
+                          launch_overhead_s=LAUNCH_OVERHEAD_S["cpu"],
                           info=SimpleNamespace(compute_units=2))
     nbytes = 4 * (2 * 8 * 32 * 112 * 112 + 32 * 9)
     seconds = LAUNCH_OVERHEAD_S["cpu"] + nbytes / (1e10 * STREAMING["cpu"])
     assert solver.get_wti(p, dev, None) == pytest.approx(p.flops / (1e12 * seconds))
     fast_memory = SimpleNamespace(kind="gpu", peak_flops=1e12, bandwidth=1e14,
+                                  launch_overhead_s=LAUNCH_OVERHEAD_S["gpu"],
                                   info=SimpleNamespace(compute_units=132))
     seconds = LAUNCH_OVERHEAD_S["gpu"] + p.flops / (1e12 * EFFICIENCY["gpu"])
     assert solver.get_wti(p, fast_memory, None) == pytest.approx(p.flops / (1e12 * seconds))

@@ -11,6 +11,7 @@ from wticonv import ConvProblem, reference, rms_range
 from wticonv.testing import EDGE_SHAPES
 from wticonv_direct import launch
 from wticonv_direct.naive import NAIVE_WTI, solver
+from wticonv_direct.programs import KERNELS
 
 P = ConvProblem
 EDGE = EDGE_SHAPES
@@ -50,7 +51,7 @@ def test_wrw_kernel_choice_depends_on_dw_size():
     small = P(8, 3, 64, 64, 4, 3, 3, direction="wrw")
     big = P(1, 64, 8, 8, 64, 3, 3, direction="wrw")
     assert launch.plan(small, dev).kernel == "naive_wrw_split"
-    assert launch.plan(small, dev).global_size == 4 * 3 * 9 * launch.WRW_LOCAL
+    assert launch.plan(small, dev).global_size == (4 * 3 * 9 * launch.WRW_LOCAL,)
     assert launch.plan(big, dev).kernel == "naive_wrw"
 
 
@@ -63,11 +64,12 @@ def test_launch_sizes_past_2_31_are_planned_in_64_bit():
     total = 64 * 256 * 257 * 512
     assert total > 2**31
     plan = launch.plan(p, dev)
-    assert plan.global_size >= total and plan.global_size % plan.local_size == 0
-    assert plan.global_size - total < plan.local_size
+    (items,), (local,) = plan.global_size, plan.local_size
+    assert items >= total and items % local == 0
+    assert items - total < local
     bwd = launch.plan(p.with_direction("bwd"), dev)
-    assert bwd.global_size >= 64 * 64 * 257 * 512
-    src = launch.kernel_source()
+    assert bwd.global_size[0] >= 64 * 64 * 257 * 512
+    src = KERNELS.source("naive.cl")
     assert "const long total = (long)N * K * Ho * Wo;" in src
     assert "const long gid = get_global_id(0);" in src
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from wticonv import WTI_UNKNOWN, ConvProblem, Decline, reference, rms_range
+from wticonv.runtime.kit import enqueue
 from wticonv.testing import EDGE_SHAPES
-from wticonv_direct import programs, tiled_configs, tiled_plan
+from wticonv_direct import tiled_configs, tiled_plan
 from wticonv_direct.tiled import declines, solver
 
 P = ConvProblem
@@ -84,10 +85,7 @@ def _run_plan(device, p, kind, data, limit=None, config=None):
                              4.1e12 if kind == "gpu" else device.bandwidth)
     bufs = {k: device.upload(v) for k, v in data.items()}
     bufs["ws"] = device.alloc(max(pl.workspace_bytes, 4))
-    for launch in pl.launches:
-        k = programs.kernel(device, launch.file, launch.kernel, launch.options)
-        device.enqueue_kernel(k, launch.global_size, launch.local_size,
-                              *[bufs[a] if isinstance(a, str) else a for a in launch.args])
+    enqueue(device, pl.launches, bufs)
     out = OUT[p.direction]
     return device.download(bufs[out], data[out].shape), pl
 
@@ -252,7 +250,7 @@ def test_wti_is_unknown_on_unmodelled_device_kinds(handle):
 
     dev = handle.device
     fake = SimpleNamespace(kind="accelerator", info=dev.info, peak_flops=dev.peak_flops,
-                           bandwidth=dev.bandwidth)
+                           bandwidth=dev.bandwidth, launch_overhead_s=dev.launch_overhead_s)
     assert solver.get_wti(LAYERS["resnet 3x3 56"], fake, None, None) == WTI_UNKNOWN
 
 
@@ -276,8 +274,6 @@ def test_one_build_serves_every_shape(handle):
 def test_every_gpu_build_on_this_device(handle, tile, flags, direction):
     # Every build the GPU planner can choose (tile x load layout x offset width), split and
     # unsplit, run on this device (PoCL runs the local-memory kernels too).
-    import dataclasses
-
     dev = handle.device
     p = LAYERS["past every block"].with_direction(direction)
     d = _data(p, 7)
@@ -290,10 +286,8 @@ def test_every_gpu_build_on_this_device(handle, tile, flags, direction):
         bufs["ws"] = dev.alloc(max(pl.workspace_bytes, 4))
         for launch in pl.launches:
             if launch.kernel == "tiled_conv":
-                launch = dataclasses.replace(launch, options=opts)
-            k = programs.kernel(dev, launch.file, launch.kernel, launch.options)
-            dev.enqueue_kernel(k, launch.global_size, launch.local_size,
-                               *[bufs[a] if isinstance(a, str) else a for a in launch.args])
+                launch = launch.replace(options=opts)
+            enqueue(dev, [launch], bufs)
         out = dev.download(bufs[OUT[direction]], d[OUT[direction]].shape)
         assert rms_range(out, ref) < solver.tolerance, (splits, flags)
 
@@ -321,10 +315,7 @@ def test_gpu_lanes_plan_on_this_device(handle, direction):
     d[OUT[direction]][:] = np.nan
     given = {k: v for k, v in d.items() if k != OUT[direction]}
     bufs = {k: dev.upload(v) for k, v in d.items()}
-    for launch in pl.launches:
-        k = programs.kernel(dev, launch.file, launch.kernel, launch.options)
-        dev.enqueue_kernel(k, launch.global_size, launch.local_size,
-                           *[bufs[a] if isinstance(a, str) else a for a in launch.args])
+    enqueue(dev, pl.launches, bufs)
     result = dev.download(bufs[OUT[direction]], d[OUT[direction]].shape)
     assert rms_range(result, reference(p, **given)) < solver.tolerance
 

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from wticonv import ConvProblem, reference, rms_range
 from wticonv.workloads.networks import load_network
 from wticonv_gemm import plan
@@ -186,7 +185,7 @@ GPU_PLAN_CASES = [
 def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
     """The GPU kernels and plans (local-memory SGEMM, split-K, element-wise im2col) run on
     the CPU device too, so CI checks their results without a GPU."""
-    from wticonv_gemm import runner
+    from wticonv.runtime import kit
 
     q = p.with_direction(direction)
     dev = handle.device
@@ -200,7 +199,7 @@ def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
     out = OUT[direction]
     bufs = {k: dev.upload(v) for k, v in data.items()}
     bufs["ws"] = dev.alloc(layout[2])
-    runner.enqueue(dev, launches, bufs)
+    kit.enqueue(dev, launches, bufs)
     result = dev.download(bufs[out], {"x": q.x_shape, "w": q.w_shape, "y": q.y_shape}[out])
     given = {k: v for k, v in data.items() if k != out}
     assert rms_range(result, reference(q, **given)) < 1e-5
@@ -211,7 +210,7 @@ def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
             assert ("-DGEMM_VEC=1" in one[-1].options) == (q.h * q.w >= 256)
         bufs[out].release()
         bufs[out] = dev.upload(np.full_like(data[out], np.nan))
-        runner.enqueue(dev, one, bufs)
+        kit.enqueue(dev, one, bufs)
         result = dev.download(bufs[out], result.shape)
         assert rms_range(result, reference(q, **given)) < 1e-5
     for b in bufs.values():
@@ -223,8 +222,8 @@ def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
 def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
     """The GPU SGEMM (scalar and float4-load variants, tile remainders in M, N and K) on
     plain row-major matrices, run on whatever device is present."""
-    from wticonv_gemm import runner
-    from wticonv_gemm.gemm import ColMap, GemmOp, Operand, gemm_launch
+    from wticonv.runtime import kit
+    from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
 
     dev = handle.device
     rng = np.random.default_rng(1)
@@ -236,7 +235,7 @@ def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
     launch = gemm_launch(op, "gpu", 132)
     assert ("-DGEMM_VEC=1" in launch.options) == vec
     bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.alloc(4 * M * N)}
-    runner.enqueue(dev, [launch], bufs)
+    kit.enqueue(dev, [launch], bufs)
     C = dev.download(bufs["c"], (M, N))
     ref = A.astype(np.float64) @ B[:, :N].astype(np.float64)
     assert rms_range(C, ref) < 1e-6
@@ -251,7 +250,7 @@ def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
 def test_cpu_kernels_at_every_vector_width(handle, p, direction, vector_width):
     """The CPU SGEMM kernels for AVX-512 (16), AVX2 (8) and SSE/NEON (4) vector widths,
     run on whatever device is present."""
-    from wticonv_gemm import runner
+    from wticonv.runtime import kit
 
     q = p.with_direction(direction)
     dev = handle.device
@@ -271,7 +270,7 @@ def test_cpu_kernels_at_every_vector_width(handle, p, direction, vector_width):
         bufs["ws"] = dev.alloc(2**20)
         bufs[out].release()
         bufs[out] = dev.upload(np.full_like(data[out], np.nan))
-        runner.enqueue(dev, launches, bufs)
+        kit.enqueue(dev, launches, bufs)
         assert rms_range(dev.download(bufs[out], ref.shape), ref) < 1e-5
         for b in bufs.values():
             b.release()

@@ -7,7 +7,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.workloads.networks import load_network
 from wticonv_winograd import plan as wplan
@@ -208,7 +207,7 @@ def test_workspace_chunks(handle, direction):
 def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
     """The GPU launch plans (split-K over images in backward weights) give the same
     results, run on whatever device is present."""
-    from wticonv_gemm import runner
+    from wticonv.runtime import kit
     from wticonv_winograd.base import _pieces_buffer
 
     q = p.with_direction(direction)
@@ -224,7 +223,7 @@ def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
     bufs = {k: dev.upload(a) for k, a in data.items()}
     bufs["ws"] = dev.alloc(layout.bytes)
     bufs["pc"] = _pieces_buffer(dev, q, v)
-    runner.enqueue(dev, launches, bufs)
+    kit.enqueue(dev, launches, bufs)
     result = dev.download(bufs[out], data[out].shape)
     given = {k: a for k, a in data.items() if k != out}
     assert rms_range(result, reference(q, **given)) <= 2e-5
@@ -265,7 +264,7 @@ def test_fused_plans_of_both_kinds_run_on_any_device(handle, p, kind, direction)
     """Every work-group shape (fused_plan.PARAMS, PARAMS_FEW_OUTPUTS) gives the reference
     result on whatever device is present: tiles and channels not multiples of the
     work-group's blocks."""
-    from wticonv_gemm import runner
+    from wticonv.runtime import kit
     from wticonv_winograd import fused_plan as fp
 
     q = p.with_direction(direction)
@@ -279,7 +278,7 @@ def test_fused_plans_of_both_kinds_run_on_any_device(handle, p, kind, direction)
             for k, sh in (("x", q.x_shape), ("w", q.w_shape), ("y", q.y_shape))}
     out = OUT[direction]
     bufs = {k: dev.upload(a) for k, a in data.items()}
-    runner.enqueue(dev, launches, bufs)
+    kit.enqueue(dev, launches, bufs)
     result = dev.download(bufs[out], data[out].shape)
     given = {k: a for k, a in data.items() if k != out}
     assert rms_range(result, reference(q, **given)) <= 2e-5
@@ -301,17 +300,18 @@ def test_wti_unknown_on_unmodelled_device_kinds(handle, solver):
 
 
 def test_kernel_files_share_the_transform_header():
-    """The runner splices ``#include "winograd_common.h"`` into both kernel files, so the
-    OpenCL compiler needs no include path; a missing kernel file is a clear error."""
-    from wticonv_gemm.runner import kernel_source
+    """The kernel library splices ``#include "winograd_common.h"`` into both kernel files,
+    so the OpenCL compiler needs no include path; a missing kernel file is a clear error."""
+    from wticonv_winograd.plan import KERNELS
 
+    kernel_source = KERNELS.source
     for name in ("winograd.cl", "fused.cl"):
-        src = kernel_source(f"wticonv_winograd:{name}")
+        src = kernel_source(name)
         assert '#include "' not in src
         assert src.count("static inline void wino_input_tile(") == 1
         assert "#define WINO_COMMON_H" in src
     with pytest.raises(FileNotFoundError):
-        kernel_source("wticonv_winograd:no_such_kernel.cl")
+        kernel_source("no_such_kernel.cl")
 
 
 @pytest.mark.parametrize("solver, p, where", [

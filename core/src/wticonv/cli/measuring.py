@@ -119,7 +119,8 @@ def _write_output(write, path: str, what: str, quiet: bool = False) -> None:
 #: Columns of ``calibrate --csv``: each probe run, and the device figures the raw
 #: predictions were made with (tools/replay_evaluate.py reads them).
 PROBE_CSV_COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
-                     "device", "kind", "compute_units", "peak_flops", "bandwidth")
+                     "device", "kind", "compute_units", "peak_flops", "bandwidth",
+                     "launch_overhead_s")
 
 
 def _write_probe_csv(path: str, measured: list, device) -> None:
@@ -128,7 +129,8 @@ def _write_probe_csv(path: str, measured: list, device) -> None:
     import csv
 
     dev = (device.info.name, device.kind, device.info.compute_units,
-           f"{device.peak_flops:.6g}", f"{device.bandwidth:.6g}")
+           f"{device.peak_flops:.6g}", f"{device.bandwidth:.6g}",
+           f"{device.launch_overhead_s:.6g}")
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(PROBE_CSV_COLUMNS)

@@ -8,6 +8,7 @@ precious, everything can be measured or compiled again.
 Tables (keyed by device key = platform | device name | driver version):
 
 - ``device_figures``: measured peak FP32 FLOP/s and memory bandwidth per device.
+- ``launch_overhead``: measured seconds per kernel launch per device.
 - ``device_unusable``: written by versions before the probe; no longer read.
 - ``device_verdicts``: each device's probe verdict (usable, or set aside and why), keyed by
   :func:`wticonv.runtime.probe.verdict_key` (device key, the host CPU, the probe kernels), so that
@@ -68,6 +69,11 @@ CREATE TABLE IF NOT EXISTS device_figures (
     bandwidth REAL NOT NULL,
     measured_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS launch_overhead (
+    device_key TEXT PRIMARY KEY,
+    seconds REAL NOT NULL,
+    measured_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS device_unusable (
     device_key TEXT PRIMARY KEY,
     reason TEXT NOT NULL,
@@ -124,6 +130,7 @@ CREATE TABLE IF NOT EXISTS program_binaries (
 _COLUMNS = {
     "meta": {"name", "value"},
     "device_figures": {"device_key", "peak_flops", "bandwidth", "measured_at"},
+    "launch_overhead": {"device_key", "seconds", "measured_at"},
     "device_unusable": {"device_key", "reason", "noted_at"},
     "device_verdicts": {"verdict_key", "usable", "reason", "noted_at"},
     "program_binaries": {"device_key", "digest", "binary", "created_at"},
@@ -134,7 +141,8 @@ _COLUMNS = {
     "perf_db": {"device_key", "problem_key", "solver_id", "solver_version", "perf_config",
                 "time_ms", "default_ms", "tuned_at"},
 }
-_TABLES = ("device_figures", "device_unusable", "device_verdicts", "program_binaries", "find_db",
+_TABLES = ("device_figures", "launch_overhead", "device_unusable", "device_verdicts",
+           "program_binaries", "find_db",
            "calibration",
            "perf_db")
 #: Cache directories that cannot be used -> the temporary directory standing in for each
@@ -428,6 +436,24 @@ class Store(Records):
                     (device_key, float(peak_flops), float(bandwidth), time.time()))
         return float(peak_flops), float(bandwidth)
 
+    def get_launch_overhead(self, device_key: str) -> float | None:
+        """A device's measured launch overhead in seconds (wticonv.runtime.peak), or None."""
+        row = self._connect().execute(
+            "SELECT seconds FROM launch_overhead WHERE device_key = ?", (device_key,)).fetchone()
+        try:
+            seconds = float(row[0])
+        except (TypeError, ValueError):  # no row, or a value that is not a number
+            return None
+        return seconds if seconds > 0 and math.isfinite(seconds) else None
+
+    def put_launch_overhead(self, device_key: str, seconds: float) -> float:
+        """Record a device's launch overhead (s) unless one is stored; return the stored
+        one (the first measurement wins, so every process ranks with the same figure)."""
+        self._write("INSERT OR IGNORE INTO launch_overhead VALUES (?, ?, ?)",
+                    (device_key, float(seconds), time.time()))
+        stored = self.get_launch_overhead(device_key)
+        return float(seconds) if stored is None else stored
+
     def get_device_verdict(self, verdict_key: str) -> tuple[bool, str] | None:
         """A device's probe verdict ``(usable, reason)`` (reason empty when usable), or None
         when it has not been probed (see :mod:`wticonv.runtime.probe`)."""
@@ -457,6 +483,9 @@ class Store(Records):
             figures = other.get_device_figures(key)
             if figures is not None:
                 self.put_device_figures(key, *figures)
+            overhead = other.get_launch_overhead(key)
+            if overhead is not None:
+                self.put_launch_overhead(key, overhead)
             rows = other._connect().execute(
                 "SELECT verdict_key, usable, reason FROM device_verdicts "
                 "WHERE substr(verdict_key, 1, ?) = ?", (len(key) + 1, key + "#")).fetchall()

@@ -27,7 +27,7 @@ import numpy as np
 import pyopencl as cl
 
 from wticonv.db.store import Store
-from wticonv.errors import DeviceError, DeviceMemoryError, HostMemoryError
+from wticonv.errors import DeviceError, DeviceMemoryError, HostMemoryError, KernelBuildError
 from wticonv.runtime.build_helper import helper_for, real_key
 from wticonv.runtime.discovery import INSTALL_HINT, DeviceInfo, list_devices
 from wticonv.runtime.isolation import check_timeouts
@@ -95,6 +95,7 @@ class Device:
             self.context, cl_device, info.key, self.store,
             helper=helper_for(info.platform_index, info.device_index, real_key(cl_device)))
         self._figures = _Figures()
+        self._launch_overhead = 0.0
         self._profiles = threading.local()
         # Kernel objects are shared by every user of this device (the plugins cache them
         # per device), and OpenCL's clSetKernelArg is not thread-safe on one kernel: a
@@ -201,6 +202,36 @@ class Device:
     def bandwidth(self) -> float:
         """Measured memory bandwidth, bytes/s (measured on first use, then cached)."""
         return self._ensure_figures().bandwidth
+
+    @property
+    def launch_overhead_s(self) -> float:
+        """Seconds one kernel launch costs beyond its work (an empty kernel's median
+        queued-to-end time, :func:`wticonv.runtime.peak.measure_launch_overhead`): measured on first
+        use, then kept in the store. Where it cannot be measured (the driver fails the
+        empty kernel), the constant measured on the development machines for this kind
+        (:data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`; GPU's for other kinds)."""
+        if self._launch_overhead > 0:
+            return self._launch_overhead
+        self._ensure_figures()      # a new driver is probed in a child process first
+        with self._figures.lock:
+            if self._launch_overhead <= 0:
+                stored = self.store.get_launch_overhead(self.key)
+                if stored is None:
+                    from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S
+                    from wticonv.runtime.peak import measure_launch_overhead
+                    # one process measures at a time, as for the figures above
+                    with self.store.exclusive("measure"):
+                        stored = self.store.get_launch_overhead(self.key)
+                        try:
+                            if stored is None:
+                                self.queue.finish()   # nothing queued ahead of the kernels
+                                stored = self.store.put_launch_overhead(
+                                    self.key, measure_launch_overhead(self))
+                        except (cl.Error, KernelBuildError):
+                            stored = FALLBACK_LAUNCH_OVERHEAD_S.get(
+                                self.kind, FALLBACK_LAUNCH_OVERHEAD_S["gpu"])
+                self._launch_overhead = stored
+        return self._launch_overhead
 
     # ------------------------------------------------------------- builds & launches
     def build(self, source: str, options: str = "") -> cl.Program:

@@ -12,6 +12,9 @@ Method (kernels in ``kernels/peak.cl``):
   the best of 3 launches counts.
 - *bandwidth (bytes/s)*: a float4 copy kernel over a buffer of 64 MiB on CPUs and
   256 MiB on GPUs (well past the last-level caches); 2 x bytes / time, best of 3.
+- *launch overhead (s)*: the median queued-to-end time of :data:`OVERHEAD_LAUNCHES`
+  launches of an empty kernel (``kernels/launch.cl``), each waited for; the seconds every
+  launch of a plan costs beyond its work in the WTI models (wticonv.runtime.kit).
 
 Times come from OpenCL profiling events.
 """
@@ -27,7 +30,13 @@ import pyopencl as cl
 if TYPE_CHECKING:  # pragma: no cover
     from wticonv.contract.protocols import DeviceLike as Device
 
-__all__ = ["measure_device_figures", "measure_bandwidth", "measure_peak_flops"]
+__all__ = ["measure_device_figures", "measure_bandwidth", "measure_peak_flops",
+           "measure_launch_overhead", "OVERHEAD_LAUNCHES"]
+
+#: Launches of the empty kernel whose median is the launch overhead: 200 take about 4 ms
+#: on a CPU through PoCL and 2 ms on a GPU, and their median moved by under 1 us between
+#: runs on the development machines (the constants it replaced were measured so).
+OVERHEAD_LAUNCHES = 200
 
 #: Independent float16 chains per work-item, per device kind: 16 keep both FMA pipes of an
 #: AVX-512 core busy (8 measured 30 % less on the development machines' Zen 5 cores); 4
@@ -101,6 +110,21 @@ def measure_bandwidth(device: Device) -> float:
     src.release()
     dst.release()
     return best
+
+
+def measure_launch_overhead(device: Device, launches: int = OVERHEAD_LAUNCHES) -> float:
+    """Seconds per kernel launch on ``device``: the median queued-to-end time of
+    ``launches`` launches of an empty kernel, one work-item each, each waited for (one
+    launch before them, not counted, lets the driver finish compiling the kernel)."""
+    text = importlib.resources.files("wticonv").joinpath("kernels/launch.cl").read_text()
+    kernel = cl.Kernel(device.build(text), "launch_empty")
+    times = []
+    for i in range(launches + 1):
+        ev = cl.enqueue_nd_range_kernel(device.queue, kernel, (1,), (1,))
+        ev.wait()
+        if i:
+            times.append((ev.profile.end - ev.profile.queued) * 1e-9)
+    return float(np.median(times))
 
 
 def measure_device_figures(device: Device) -> tuple[float, float]:

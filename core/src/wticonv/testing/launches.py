@@ -93,12 +93,14 @@ class RecordingDevice:
     with ``memory`` bytes, every one of them allocatable as one buffer; it records the
     launches enqueued on it (:attr:`launches`) and runs nothing.
 
-    ``peak_flops`` (FLOP/s) and ``bandwidth`` (bytes/s) feed the solvers' WTI models;
-    the defaults are an H200's figures (GPU) or a 2-core AVX-512 CPU's.
+    ``peak_flops`` (FLOP/s), ``bandwidth`` (bytes/s) and ``launch_overhead_s`` (s) feed
+    the solvers' WTI models; the defaults are an H200's figures (GPU) or a 2-core AVX-512
+    CPU's (the launch overhead: :data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`).
     """
 
     def __init__(self, kind: str = "gpu", memory: int = 2**40, compute_units: int | None = None,
-                 peak_flops: float | None = None, bandwidth: float | None = None) -> None:
+                 peak_flops: float | None = None, bandwidth: float | None = None,
+                 launch_overhead_s: float | None = None) -> None:
         gpu = kind == "gpu"
         self.info = DeviceInfo(
             platform_index=0, device_index=0, platform="wticonv recording",
@@ -110,6 +112,7 @@ class RecordingDevice:
             vector_width=1 if gpu else 16)
         self.peak_flops = peak_flops or (6.26e13 if gpu else 4.7e11)
         self.bandwidth = bandwidth or (4.1e12 if gpu else 4.0e10)
+        self._launch_overhead_s = launch_overhead_s
         self.store = None
         self.context = None
         self.queue = None
@@ -123,6 +126,17 @@ class RecordingDevice:
     def kind(self) -> str:
         """``"gpu"`` or ``"cpu"``."""
         return self.info.kind
+
+    @property
+    def launch_overhead_s(self) -> float:
+        """Seconds per kernel launch: the figure given, else the constant of this kind
+        measured on the development machines
+        (:data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`)."""
+        from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S
+
+        if self._launch_overhead_s is not None:
+            return self._launch_overhead_s
+        return FALLBACK_LAUNCH_OVERHEAD_S[self.info.kind]
 
     @property
     def key(self) -> str:

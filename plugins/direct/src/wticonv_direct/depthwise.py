@@ -16,21 +16,24 @@ writes dw directly and the workspace is 0 bytes. fwd and bwd use no workspace.
 
 WTI model (fraction of ``device.peak_flops``, see docs/wti-models.md)::
 
-    time = launches * LAUNCH_OVERHEAD_S[kind]
+    time = launches * overhead
            + max(bytes / (device.bandwidth * STREAMING[kind]),
                  flops / (device.peak_flops * EFFICIENCY[kind]))
     WTI  = flops / (device.peak_flops * time)
 
 where bytes (B) counts every element of x, w and y read or written once, plus the
-workspace written and read again, and flops = ``problem.flops`` (2*N*K*Ho*Wo*R*S).
-Devices other than "cpu" and "gpu" get ``WTI_UNKNOWN`` (-2.0).
+workspace written and read again, flops = ``problem.flops`` (2*N*K*Ho*Wo*R*S) and
+overhead the device's measured launch overhead (:func:`wticonv.runtime.kit.launch_overhead_s`).
+Devices other than CPUs and GPUs get ``WTI_UNKNOWN`` (-2.0,
+:func:`wticonv.runtime.kit.modelled_kind`).
 """
 
 from __future__ import annotations
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
+from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind
 
-from . import depthwise_plan, programs
+from . import depthwise_plan
 
 __all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "STREAMING", "predicted_seconds"]
 
@@ -60,8 +63,8 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
 
     See the module docstring for the model.
     """
-    kind = device.kind
-    if kind not in ("cpu", "gpu"):
+    kind = modelled_kind(device)
+    if kind is None:
         return None
     pl = depthwise_plan.plan(problem, kind, device.info.compute_units, workspace_limit)
     peak, bandwidth = device.peak_flops, device.bandwidth
@@ -69,7 +72,7 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
         return None
     memory = _bytes(problem, pl.workspace) / (bandwidth * STREAMING[kind])
     compute = problem.flops / (peak * EFFICIENCY[kind])
-    return len(pl.launches) * programs.LAUNCH_OVERHEAD_S[kind] + max(memory, compute)
+    return len(pl.launches) * launch_overhead_s(device) + max(memory, compute)
 
 
 class DepthwiseSolver:
@@ -101,16 +104,14 @@ class DepthwiseSolver:
 
     @hookimpl
     def workspace_size(self, problem, device, workspace_limit):
-        kind = depthwise_plan.kind_of(device)
+        kind = depthwise_plan.kernel_family(device)   # the plan's rule (tests may patch it)
         return depthwise_plan.plan(problem, kind, device.info.compute_units,
                                    workspace_limit).workspace
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        def kernel(name, options):
-            return programs.kernel(device, "depthwise.cl", name, options)
-
-        depthwise_plan.enqueue(problem, device, tensors, workspace, kernel)
+        enqueue(device, depthwise_plan.plan_for(problem, device, workspace).launches,
+                {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace})
 
 
 solver = DepthwiseSolver()

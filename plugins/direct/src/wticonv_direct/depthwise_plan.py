@@ -24,11 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from wticonv.runtime.kit import Launch, kernel_family
+from wticonv.runtime.kit import round_up as _up
 
-from .programs import round_up as _up
+from .programs import KERNELS
 
-__all__ = ["Params", "PARAMS", "Launch", "Plan", "decline_reason", "kind_of", "wrw_split",
-           "plan", "enqueue"]
+__all__ = ["Params", "PARAMS", "Plan", "decline_reason", "wrw_split", "plan", "plan_for"]
+
+_FILE = "depthwise.cl"
 
 
 @dataclass(frozen=True)
@@ -84,17 +87,6 @@ PARAMS = {
 
 
 @dataclass(frozen=True)
-class Launch:
-    """One kernel launch. ``args`` holds buffer names (``"x"``, ``"w"``, ``"y"``,
-    ``"ws"`` for the workspace) and NumPy scalars (int32, or int64 for 64-bit values)."""
-
-    kernel: str
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-    args: tuple
-
-
-@dataclass(frozen=True)
 class Plan:
     """The launches of one problem, in order, and the workspace they use (bytes)."""
 
@@ -109,12 +101,6 @@ def decline_reason(problem) -> str | None:
     if p.groups != p.c:
         return f"not depthwise: groups={p.groups} must equal c={p.c}"
     return None
-
-
-def kind_of(device) -> str:
-    """``"gpu"`` for GPUs, ``"cpu"`` for every other device (CPUs, accelerators)."""
-    return "gpu" if device.kind == "gpu" else "cpu"
-
 
 
 def wrw_split(problem, kind: str, compute_units: int,
@@ -153,7 +139,8 @@ def _plane_launch(kind, name, bufs, n, cout, hout, wout, sizes) -> Launch:
         glob = (_up(n * cout * blocks * wout, prm.plane_local[0]),)
     else:
         glob = (blocks, _up(cout, prm.plane_local[1]), n)
-    return Launch(name, glob, prm.plane_local, bufs + _i32(*sizes))
+    return KERNELS.launch(_FILE, name, prm.options, glob, prm.plane_local,
+                          bufs + _i32(*sizes))
 
 
 def plan(problem, kind: str, compute_units: int = 1,
@@ -200,37 +187,33 @@ def plan(problem, kind: str, compute_units: int = 1,
                                   p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
                                   p.dilation_w, m, parts) + (np.int64(upp),)
     if prm.gpu:
-        pass1 = Launch("dw_wrw", (parts * p.k * prm.wrw_local[0],), prm.wrw_local, args)
+        pass1 = KERNELS.launch(_FILE, "dw_wrw", prm.options, (parts * p.k * prm.wrw_local[0],),
+                               prm.wrw_local, args)
     else:
         name = "dw_wrw"
         if spec and p.stride_h == p.stride_w in (1, 2):
             name = f"dw_wrw_3x3s{p.stride_h}"
-        pass1 = Launch(name, (parts, _up(p.k, prm.wrw_local[1])), prm.wrw_local, args)
+        pass1 = KERNELS.launch(_FILE, name, prm.options, (parts, _up(p.k, prm.wrw_local[1])),
+                               prm.wrw_local, args)
     if parts == 1:
         return Plan((pass1,), 0, prm.options)
-    pass2 = Launch("dw_wrw_sum", (_up(krs, prm.sum_local),), (prm.sum_local,),
-                   ("ws", "w", np.int32(parts), np.int64(krs)))
+    pass2 = KERNELS.launch(_FILE, "dw_wrw_sum", prm.options, (_up(krs, prm.sum_local),),
+                           (prm.sum_local,), ("ws", "w", np.int32(parts), np.int64(krs)))
     return Plan((pass1, pass2), 4 * parts * krs, prm.options)
 
 
-def enqueue(problem, device, tensors, workspace, kernel) -> None:
-    """Enqueue :func:`plan`'s launches for ``problem`` on ``device.queue``.
-
-    ``kernel(name, options)`` returns the built ``pyopencl.Kernel``. The split of the
-    backward-weights reduction follows from ``workspace`` (its size is what
-    ``workspace_size`` answered, None for 0 bytes).
+def plan_for(problem, device, workspace) -> Plan:
+    """:func:`plan` of ``problem`` for ``device``'s kernel family
+    (:func:`wticonv.runtime.kit.kernel_family`) in exactly ``workspace`` (a buffer of the
+    size ``workspace_size`` answered, or None for 0 bytes): the split of the backward-weights
+    reduction follows from its size.
 
     Raises:
         ValueError: ``workspace`` is not the size the plan needs.
     """
     have = 0 if workspace is None else workspace.size
-    pl = plan(problem, kind_of(device), device.info.compute_units, have)
+    pl = plan(problem, kernel_family(device), device.info.compute_units, have)
     if pl.workspace != have:
         raise ValueError(f"direct.depthwise: {problem.key} needs a workspace of "
                          f"{pl.workspace} bytes, got {have}")
-    bufs = {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace}
-    for ln in pl.launches:
-        args = [bufs[a] if isinstance(a, str) else a for a in ln.args]
-        device.enqueue_kernel(kernel(ln.kernel, pl.options), ln.global_size, ln.local_size,
-                              *args)
-
+    return pl

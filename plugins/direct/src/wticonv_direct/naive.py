@@ -5,22 +5,26 @@ size), in all three directions, with no workspace. One compiled program serves e
 problem (all sizes are kernel arguments), so it is dynamic.
 
 WTI: the kernels modelled at 1 % of the device's peak FP32 rate (:data:`NAIVE_WTI`) plus
-one launch (programs.LAUNCH_OVERHEAD_S: 18 us on the CPU, 11 us on the H200):
+one launch (the device's measured launch overhead,
+:func:`wticonv.runtime.kit.launch_overhead_s`: about 18 us on the development machines'
+CPU, 11 us on the H200):
 
     WTI = flops / (peak x (overhead + flops / (peak x 0.01)))
 
 so it is at most 0.01 and, on problems so small that the launch dominates, lower than a
 real solver that pays the same launch. 1 % is deliberately low so that any real solver
 outranks it; the naive kernels reach roughly 0.1-3 % of peak, depending on the layer and
-device. On device kinds without a measured launch cost the WTI is the constant 0.01.
+device. On devices that are neither CPUs nor GPUs
+(:func:`wticonv.runtime.kit.modelled_kind`) the WTI is the constant 0.01: this solver is
+the guaranteed last resort, so it never answers "unknown".
 """
 
 from __future__ import annotations
 
 from wticonv import hookimpl
+from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind
 
 from . import launch
-from .programs import LAUNCH_OVERHEAD_S
 
 __all__ = ["NaiveSolver", "solver"]
 
@@ -48,9 +52,9 @@ class NaiveSolver:
 
     @hookimpl
     def get_wti(self, problem, device):
-        overhead = LAUNCH_OVERHEAD_S.get(device.kind)
-        if overhead is None:
+        if modelled_kind(device) is None:
             return NAIVE_WTI
+        overhead = launch_overhead_s(device)
         compute = problem.flops / (device.peak_flops * NAIVE_WTI)
         return problem.flops / (device.peak_flops * (overhead + compute))
 
@@ -60,7 +64,8 @@ class NaiveSolver:
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        launch.enqueue(problem, device, tensors)
+        enqueue(device, [launch.plan(problem, device)],
+                {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = NaiveSolver()

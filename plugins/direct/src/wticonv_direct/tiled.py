@@ -39,8 +39,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
+from wticonv.runtime.kit import enqueue, kernel_family, launch_overhead_s
 
-from . import programs, tiled_configs, tiled_plan, tiled_wti
+from . import tiled_configs, tiled_plan, tiled_wti
 from .tiled_plan import INT32_MAX
 
 __all__ = ["TiledSolver", "solver", "declines"]
@@ -61,8 +62,8 @@ def declines(p) -> Decline | None:
 
 @lru_cache(maxsize=2048)
 def _plan(problem, kind: str, compute_units: int, limit: int | None, peak: float,
-          bandwidth: float):
-    return tiled_plan.plan(problem, kind, compute_units, limit, peak, bandwidth)
+          bandwidth: float, launch_s: float):
+    return tiled_plan.plan(problem, kind, compute_units, limit, peak, bandwidth, launch_s)
 
 
 @lru_cache(maxsize=2048)
@@ -80,11 +81,11 @@ def plan_for(problem, device, workspace_limit=None, perf_config=None) -> tiled_p
     ValueError
         If ``perf_config`` is not one of this device kind's and direction's.
     """
-    kind = programs.device_kind(device)
+    kind = kernel_family(device)
     if perf_config is not None:
         return _config_plan(problem, kind, perf_config)
     return _plan(problem, kind, device.info.compute_units, workspace_limit,
-                 device.peak_flops, device.bandwidth)
+                 device.peak_flops, device.bandwidth, launch_overhead_s(device))
 
 
 class TiledSolver:
@@ -116,7 +117,7 @@ class TiledSolver:
 
     @hookimpl
     def perf_configs(self, problem, device, workspace_limit):
-        return tiled_configs.perf_configs(problem, programs.device_kind(device),
+        return tiled_configs.perf_configs(problem, kernel_family(device),
                                           device.info.compute_units, workspace_limit)
 
     @hookimpl
@@ -126,10 +127,7 @@ class TiledSolver:
         if plan.workspace_bytes > _limit_of(workspace):
             raise ValueError(f"perf config {perf_config} needs {plan.workspace_bytes} bytes "
                              f"of workspace, {_limit_of(workspace)} were given")
-        for launch in plan.launches:
-            k = programs.kernel(device, launch.file, launch.kernel, launch.options)
-            args = [buffers[a] if isinstance(a, str) else a for a in launch.args]
-            device.enqueue_kernel(k, launch.global_size, launch.local_size, *args)
+        enqueue(device, plan.launches, buffers)
 
 
 def _limit_of(workspace) -> int:

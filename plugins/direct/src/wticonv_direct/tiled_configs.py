@@ -9,8 +9,20 @@ never on the problem's sizes.
 
 from __future__ import annotations
 
-from .tiled_plan import (CPU, CPU_NARROW, GPU_LANES, GPU_LANES_LOCAL, GPU_TILES, Plan,
-                         _cpu_plan, _gpu_plan, _gpu_split, _lens, _most_splits, maps)
+from .tiled_plan import (
+    CPU,
+    CPU_NARROW,
+    GPU_LANES,
+    GPU_LANES_LOCAL,
+    GPU_TILES,
+    Plan,
+    _cpu_plan,
+    _gpu_plan,
+    _gpu_split,
+    _lens,
+    _most_splits,
+    maps,
+)
 
 __all__ = ["perf_configs", "config_plan", "CPU_MAX_TUNE_SPLITS", "PACK_TUNE_MIN_Q"]
 

@@ -15,8 +15,10 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from wticonv.runtime.kit import Launch
+from wticonv.runtime.kit import round_up as _up
 
-from .programs import round_up as _up
+from .programs import KERNELS
 from .tiled_maps import Maps, maps
 
 __all__ = ["Maps", "Launch", "Plan", "GpuTile", "GPU_TILES", "CpuParams", "CPU", "maps", "plan",
@@ -103,18 +105,6 @@ MIN_SPLIT_Q = 256
 
 
 @dataclass(frozen=True)
-class Launch:
-    """One kernel launch. ``args`` holds numpy scalars and buffer names (str)."""
-
-    file: str
-    kernel: str
-    options: str
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-    args: tuple
-
-
-@dataclass(frozen=True)
 class Plan:
     """Launches in order, the workspace they use (bytes), and what the WTI model reads."""
 
@@ -180,7 +170,7 @@ def _finish(p, launches, splits, variant, blocks, flops, lens, packed: int = 0) 
     ws = 4 * lens[out] * splits if splits > 1 else 4 * packed
     if splits > 1:
         count = lens[out]
-        launches.append(Launch("tiled_reduce.cl", "tiled_reduce", "", (_up(count, 64),),
+        launches.append(KERNELS.launch("tiled_reduce.cl", "tiled_reduce", "", (_up(count, 64),),
                                (64,), ("ws", out, np.int64(count), np.int32(splits),
                                        np.int64(count))))
     traffic = 4 * sum(lens.values()) + 2 * ws
@@ -203,7 +193,7 @@ def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
         a_kfast = mp.a_qc == 1 and mp.a_ms != 1
         b_kfast = p.direction == "wrw" and mp.wq == 1
         idx32 = max(lens.values()) < INT32_MAX
-        launches.append(Launch("tiled_gpu.cl", "tiled_conv",
+        launches.append(KERNELS.launch("tiled_gpu.cl", "tiled_conv",
                                tile.options(a_kfast, b_kfast, idx32),
                                gsize, local, _args(mp, out, max(qs, 1), o_split, lens, 0)))
         blocks = max(blocks, nm * npos * mp.G * splits)
@@ -287,7 +277,7 @@ def _pack(mp: Maps, mb: int, options: str) -> tuple[Maps, Launch, int]:
     maps that read the packed copy, and its size in elements."""
     nblk, q = -(-mp.M // mb), max(mp.Q, 1)
     total = mp.G * nblk * q * mb
-    launch = Launch("tiled_cpu.cl", "tiled_pack_a", options, (_up(total, 64),), (64,),
+    launch = KERNELS.launch("tiled_cpu.cl", "tiled_pack_a", options, (_up(total, 64),), (64,),
                     (mp.a, "ws", np.int32(mp.M), np.int32(nblk), np.int32(q),
                      np.int32(mp.Q1), np.int32(mp.Q2),
                      *(np.int64(getattr(mp, k))
@@ -362,7 +352,7 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
             launches.append(pack_launch)
             packed_max = max(packed_max, total)
             arg_lens = {**lens, "ws": total}
-        launches.append(Launch("tiled_cpu.cl", "tiled_dot" if dot else "tiled_conv",
+        launches.append(KERNELS.launch("tiled_cpu.cl", "tiled_dot" if dot else "tiled_conv",
                                options, gsize, lsize,
                                _args(mp, out, qs, o_split, arg_lens, row_blocks)))
         blocks = max(blocks, nm * npos * mp.G * splits)
@@ -392,15 +382,16 @@ def _most_splits(p, lens: dict, workspace_limit: int | None) -> int:
 
 
 def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
-         peak_flops: float = 1e12, bandwidth: float = 1e11) -> Plan:
+         peak_flops: float = 1e12, bandwidth: float = 1e11,
+         launch_s: float | None = None) -> Plan:
     """The launches that compute problem ``p`` on a device of ``kind`` (``"cpu"`` or
     ``"gpu"``) with ``compute_units``, using at most ``workspace_limit`` bytes of workspace
     (None: no limit).
 
     On GPUs every tile build (:data:`GPU_TILES`), unsplit and (but for bwd at stride > 1)
     split so as to fill the device, is costed with the WTI model (``peak_flops`` in FLOP/s
-    and ``bandwidth`` in bytes/s, the device's measured figures) and the fastest is
-    returned. On CPUs, only
+    and ``bandwidth`` in bytes/s, the device's measured figures, ``launch_s`` its seconds
+    per launch, None for the kit's fallback constant) and the fastest is returned. On CPUs, only
     backward weights is split (by whole images) when its blocks cannot fill the cores.
     This is direct.tiled's default perf config; :mod:`wticonv_direct.tiled_configs` plans
     the others.
@@ -427,13 +418,14 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
     best, best_t = None, float("inf")
     if p.direction != "wrw" and mps[0].M <= GPU_LANES.mr:
         lanes = _cpu_plan(p, 1, lens, GPU_LANES, GPU_LANES_LOCAL)
-        t = tiled_wti.plan_seconds(lanes, kind, compute_units, peak_flops, bandwidth)
+        t = tiled_wti.plan_seconds(lanes, kind, compute_units, peak_flops, bandwidth,
+                                   launch_s)
         if t < best_t:
             best, best_t = lanes, t
     for tile in GPU_TILES:
         blocks, flops, q = _tile_cost(shapes, tile)
         t = seconds(kind, tile.name, blocks, flops, traffic, q, 1, phases, compute_units,
-                    peak_flops, bandwidth)
+                    peak_flops, bandwidth, launch_s)
         if t < best_t:
             best, best_t = (tile, blocks, flops, traffic, q, 1, 0), t
         # No split across stride phases: each phase's split writes and re-reads a whole
@@ -442,7 +434,7 @@ def plan(p, kind: str, compute_units: int, workspace_limit: int | None = None,
         if splits > 1 and phases == 1:
             ws = out_bytes * splits
             t = seconds(kind, tile.name, blocks * splits, flops, traffic + 2 * ws, q, splits,
-                        phases + 1, compute_units, peak_flops, bandwidth)
+                        phases + 1, compute_units, peak_flops, bandwidth, launch_s)
             if t < best_t:
                 best, best_t = (tile, blocks * splits, flops, traffic + 2 * ws, q, splits,
                                 ws), t

@@ -18,18 +18,19 @@
   multiprocessor on the GPU; a grid that leaves most slots idle is predicted slower.
 - ``traffic`` counts the inputs read once, the output written once, and a split
   reduction's partial sums written and read once, at the measured bandwidth.
-- ``overhead`` is the measured launch cost (programs.LAUNCH_OVERHEAD_S).
+- ``overhead`` is the device's measured launch cost
+  (:func:`wticonv.runtime.kit.launch_overhead_s`).
 
 The same model picks the GPU tile build and the split (tiled_plan.plan). Device kinds
-other than CPUs and GPUs get -2.0 (unknown). Constants: benchmarks/direct_solvers.py on
-the development machines' 2-core Zen 5 CPU (PoCL 3.1) and the H200 (docs/performance.md).
+other than CPUs and GPUs get -2.0 (unknown, :func:`wticonv.runtime.kit.modelled_kind`).
+Constants: benchmarks/direct_solvers.py on the development machines' 2-core Zen 5 CPU
+(PoCL 3.1) and the H200 (docs/performance.md).
 """
 
 from __future__ import annotations
 
 from wticonv import WTI_UNKNOWN
-
-from .programs import LAUNCH_OVERHEAD_S
+from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S, launch_overhead_s, modelled_kind
 
 __all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "plan_seconds",
            "seconds", "wti"]
@@ -69,19 +70,23 @@ DOT_SETUP_STEPS = 64
 
 
 def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
-                 bandwidth: float) -> float:
+                 bandwidth: float, launch_s: float | None = None) -> float:
     """Predicted run time of ``plan`` in seconds on a device of ``kind`` with
-    ``compute_units``, ``peak_flops`` (FLOP/s) and ``bandwidth`` (bytes/s)."""
+    ``compute_units``, ``peak_flops`` (FLOP/s), ``bandwidth`` (bytes/s) and ``launch_s``
+    seconds per launch (None: the kit's fallback constant for ``kind``,
+    :data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`)."""
     return seconds(kind, plan.variant, plan.blocks, plan.padded_flops, plan.traffic_bytes,
                    plan.reduction, plan.splits, plan.n_launches, compute_units, peak_flops,
-                   bandwidth)
+                   bandwidth, launch_s)
 
 
 def seconds(kind: str, variant: str, blocks: int, padded_flops: float, traffic_bytes: int,
             reduction: int, splits: int, n_launches: int, compute_units: int,
-            peak_flops: float, bandwidth: float) -> float:
+            peak_flops: float, bandwidth: float, launch_s: float | None = None) -> float:
     """:func:`plan_seconds` of a plan given as the values it reads (the planner costs its
     candidates this way, without building them)."""
+    if launch_s is None:
+        launch_s = FALLBACK_LAUNCH_OVERHEAD_S[kind]
     slots = compute_units * (SLOTS_PER_CU.get(variant, 1) if kind == "gpu" else 1)
     waves = -(-blocks // slots)
     fill = blocks / (waves * slots)
@@ -90,13 +95,14 @@ def seconds(kind: str, variant: str, blocks: int, padded_flops: float, traffic_b
     q = reduction / splits
     eff *= q / (q + (DOT_SETUP_STEPS if variant == "dot" else SETUP_STEPS[kind]))
     compute = padded_flops / (peak_flops * eff) if padded_flops > 0 else 0.0
-    return n_launches * LAUNCH_OVERHEAD_S[kind] + compute + traffic_bytes / bandwidth
+    return n_launches * launch_s + compute + traffic_bytes / bandwidth
 
 
 def wti(problem, plan, device) -> float:
     """``problem.flops / (peak * predicted time)``, or -2.0 on unmodelled device kinds."""
-    if device.kind not in ("cpu", "gpu"):
+    kind = modelled_kind(device)
+    if kind is None:
         return WTI_UNKNOWN
-    t = plan_seconds(plan, device.kind, device.info.compute_units, device.peak_flops,
-                     device.bandwidth)
+    t = plan_seconds(plan, kind, device.info.compute_units, device.peak_flops,
+                     device.bandwidth, launch_overhead_s(device))
     return problem.flops / (device.peak_flops * t)

@@ -13,20 +13,17 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
+from wticonv.runtime.kit import enqueue, kernel_family, workspace_room
 
-from . import plan, runner, workspace, wti
+from . import plan, wti
 
 __all__ = ["Im2colSolver", "solver", "chunk_for"]
 
 _INT32 = 2**31 - 1
 
 
-def _kind(device) -> str:
-    return "cpu" if device.kind == "cpu" else "gpu"
-
-
 def _room(device, workspace_limit: int | None, problem) -> int:
-    return workspace.room(device, workspace_limit, plan.col_bytes_per_image(problem))
+    return workspace_room(device, workspace_limit, plan.col_bytes_per_image(problem))
 
 
 @lru_cache(maxsize=2048)
@@ -38,7 +35,7 @@ def chunk_for(problem, device, workspace_limit: int | None) -> int:
     """Images per chunk: the most whose column buffer (plus split-K partial sums on GPUs)
     fits the limit and the device's largest buffer, with a 32-bit GEMM width
     (Nc * Ho * Wo < 2^31); 0 if not even one image fits."""
-    return _layout(problem, _kind(device), device.info.compute_units,
+    return _layout(problem, kernel_family(device), device.info.compute_units,
                    _room(device, workspace_limit, problem))[0]
 
 
@@ -77,21 +74,21 @@ class Im2colSolver:
 
     @hookimpl
     def workspace_size(self, problem, device, workspace_limit):
-        return _layout(problem, _kind(device), device.info.compute_units,
+        return _layout(problem, kernel_family(device), device.info.compute_units,
                        _room(device, workspace_limit, problem))[2]
 
     @hookimpl
     def get_wti(self, problem, device, workspace_limit):
         ws = self.workspace_size(problem, device, workspace_limit)
-        launches = _plan(problem, _kind(device), device.info.compute_units, ws,
+        launches = _plan(problem, kernel_family(device), device.info.compute_units, ws,
                          device.info.vector_width)
         return wti.wti(problem, launches, device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, _kind(device), device.info.compute_units, workspace.size,
+        launches = _plan(problem, kernel_family(device), device.info.compute_units, workspace.size,
                          device.info.vector_width)
-        runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
+        enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
                                           "ws": workspace})
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
+from wticonv.runtime.kit import enqueue, kernel_family
 
-from . import plan, runner, wti
+from . import plan, wti
 
 __all__ = ["OneByOneSolver", "solver"]
 
@@ -21,10 +22,6 @@ _INT32 = 2**31 - 1
 @lru_cache(maxsize=512)
 def _plan(problem, kind: str, compute_units: int, vector_width: int):
     return plan.plan_1x1(problem, kind, compute_units, vector_width)
-
-
-def _kind(device) -> str:
-    return "cpu" if device.kind == "cpu" else "gpu"
 
 
 class OneByOneSolver:
@@ -59,14 +56,14 @@ class OneByOneSolver:
 
     @hookimpl
     def get_wti(self, problem, device):
-        return wti.wti(problem, _plan(problem, _kind(device), device.info.compute_units,
+        return wti.wti(problem, _plan(problem, kernel_family(device), device.info.compute_units,
                                       device.info.vector_width), device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, _kind(device), device.info.compute_units,
+        launches = _plan(problem, kernel_family(device), device.info.compute_units,
                          device.info.vector_width)
-        runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y})
+        enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = OneByOneSolver()

@@ -24,9 +24,19 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
+from wticonv.runtime.kit import Launch
+from wticonv.runtime.kit import round_up as _round
 
-from .gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu_splits,
-                   most_gpu_splits, splitk_reduce_launch)
+from .sgemm import (
+    KERNELS,
+    ColMap,
+    GemmOp,
+    Operand,
+    gemm_launch,
+    gpu_splits,
+    most_gpu_splits,
+    splitk_reduce_launch,
+)
 
 __all__ = ["col_bytes_per_image", "chunk_images", "plan_im2col", "plan_1x1", "IM2COL_LOCAL"]
 
@@ -92,19 +102,16 @@ def _chunk_args(p, src: str, dst: str, n0: int, nc: int) -> tuple:
                                     p.groups)])
 
 
-def _round(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
 def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
     """Writes the chunk's column buffer, reads x (cost: both, once)."""
     rows = p.c * p.r * p.s  # G * Cg*R*S
     args = partial(_chunk_args, p, "x", "ws", n0, nc)
     traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
     if kind == "cpu":
-        return Launch("im2col.cl", "", "im2col_cpu", (nc, rows), (1, 1), args, bytes=traffic)
+        return KERNELS.launch("im2col.cl", "im2col_cpu", "", (nc, rows), (1, 1), args,
+                              bytes=traffic)
     local = IM2COL_LOCAL[kind]
-    return Launch("im2col.cl", "", "im2col", (_round(p.ho * p.wo, local), nc, p.c),
+    return KERNELS.launch("im2col.cl", "im2col", "", (_round(p.ho * p.wo, local), nc, p.c),
                   (local, 1, 1), args, bytes=traffic)
 
 
@@ -113,9 +120,10 @@ def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
     args = partial(_chunk_args, p, "ws", "x", n0, nc)
     traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
     if kind == "cpu":
-        return Launch("im2col.cl", "", "col2im_cpu", (nc, p.c), (1, 1), args, bytes=traffic)
+        return KERNELS.launch("im2col.cl", "col2im_cpu", "", (nc, p.c), (1, 1), args,
+                              bytes=traffic)
     local = IM2COL_LOCAL[kind]
-    return Launch("im2col.cl", "", "col2im", (_round(p.h * p.w, local), nc, p.c),
+    return KERNELS.launch("im2col.cl", "col2im", "", (_round(p.h * p.w, local), nc, p.c),
                   (local, 1, 1), args, bytes=traffic)
 
 
@@ -190,7 +198,8 @@ def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16) -> list[L
         if p.stride_h > 1 or p.stride_w > 1:
             local = IM2COL_LOCAL[kind]
             count = p.n * p.c * hw
-            out.append(Launch("im2col.cl", "", "zero_fill", (_round(count, local),), (local,),
+            out.append(KERNELS.launch("im2col.cl", "zero_fill", "", (_round(count, local),),
+                                      (local,),
                               ("x", np.int64(count)), bytes=count * _F32))
         op = GemmOp(cg, N, kg, a=Operand("w", gs=kg * cg, ms=1, ks=cg),
                     b=Operand("y", gs=kg * P, ks=P, cols=y_cols),

@@ -9,9 +9,10 @@
 ``peak`` and ``bandwidth`` are the device's measured figures (wticonv.runtime.peak); each GEMM's
 efficiency comes from params.py (measured large-GEMM efficiency x tile utilisation x
 device fill); ``bytes`` counts each tensor element a kernel reads or writes once (for a
-GEMM: A, B and C); ``fixed_s`` is the CPU kernels' per-work-item set-up (params.py). The per-launch overhead is measured: an empty kernel's queued-to-end time,
-18 us through PoCL 3.1 on the development machines' CPU and 11 us through NVIDIA's OpenCL
-driver on the H200 (median of 200).
+GEMM: A, B and C); ``fixed_s`` is the CPU kernels' per-work-item set-up (params.py). The per-launch
+overhead is the device's measured figure (:func:`wticonv.runtime.kit.launch_overhead_s`:
+an empty kernel's median queued-to-end time). Devices that are neither CPUs nor GPUs get
+-2.0, unknown (:func:`wticonv.runtime.kit.modelled_kind`).
 
 Unlike MIOpen's GEMM WTI (a fixed slowdown factor per extra pass), the cost of every pass
 scales with the problem, so a small picture with many channels and a large picture with
@@ -20,18 +21,19 @@ few are told apart. See docs/wti-models.md.
 
 from __future__ import annotations
 
-__all__ = ["LAUNCH_OVERHEAD_S", "predict_seconds", "wti"]
+from wticonv import WTI_UNKNOWN
+from wticonv.runtime.kit import launch_overhead_s, modelled_kind
 
-#: Seconds per kernel launch, per device kind (measured; see module docstring).
-LAUNCH_OVERHEAD_S = {"cpu": 18e-6, "gpu": 11e-6}
+__all__ = ["predict_seconds", "wti"]
 
 
 def predict_seconds(launches, device) -> float:
-    """Predicted time of ``launches`` on ``device``, in seconds."""
-    kind = "cpu" if device.kind == "cpu" else "gpu"
+    """Predicted time of ``launches`` (:class:`wticonv.runtime.kit.Launch`, their cost
+    fields) on ``device``, in seconds (see the module docstring)."""
+    overhead = launch_overhead_s(device)
     t = 0.0
     for launch in launches:
-        t += LAUNCH_OVERHEAD_S[kind]
+        t += overhead
         if launch.flops:
             t += launch.flops / (device.peak_flops * max(launch.efficiency, 1e-6))
         if launch.bytes:
@@ -41,5 +43,8 @@ def predict_seconds(launches, device) -> float:
 
 
 def wti(problem, launches, device) -> float:
-    """``problem.flops / (peak * predicted time)``: the WTI of a plan."""
+    """``problem.flops / (peak * predicted time)``: the WTI of a plan; -2.0 (unknown) on
+    devices that are neither CPUs nor GPUs."""
+    if modelled_kind(device) is None:
+        return WTI_UNKNOWN
     return problem.flops / (device.peak_flops * predict_seconds(launches, device))

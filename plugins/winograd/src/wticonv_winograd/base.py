@@ -2,14 +2,16 @@
 
 Each solver (f2x3.py, f4x3.py, rxs.py) says which problems it covers and with which
 transform (:class:`~wticonv_winograd.plan.Variant`); this base does the rest with
-plan.py's launches and wticonv-gemm's runner and WTI model.
+plan.py's launches, wticonv-gemm's public SGEMM interface (:mod:`wticonv_gemm.sgemm`:
+planning and cost model) and the core's host kit (:mod:`wticonv.runtime.kit`).
 
 WTI model (docs/wti-models.md): the predicted time of the exact plan, as for the GEMM
 solvers: the batched multiply's FLOPs (alpha^2 / (m^2 r^2) of the direct FLOPs per tile:
 2.25x fewer for F(2x2,3x3), 4x for F(4x4,3x3)) at the SGEMM's predicted efficiency, plus
 every transform's memory traffic at the measured bandwidth, plus launch overheads. So the
 WTI exceeds 1.0 where the multiply dominates and the reduction outweighs the traffic.
--2.0 (unknown) on device kinds other than CPUs and GPUs, whose constants were not measured.
+-2.0 (unknown) on device kinds other than CPUs and GPUs, whose constants were not measured
+(:func:`wticonv.runtime.kit.modelled_kind`).
 """
 
 from __future__ import annotations
@@ -20,25 +22,15 @@ from functools import lru_cache
 
 import pyopencl as cl
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv_gemm import runner, workspace
-from wticonv_gemm import wti as gemm_wti
+from wticonv.runtime.kit import enqueue, kernel_family, modelled_kind, workspace_room
+from wticonv_gemm import sgemm
 
 from . import plan
 
-__all__ = ["WinogradBase", "MODELLED_KINDS"]
-
-#: Device kinds whose constants (transform cost, the SGEMM's and the fused kernel's
-#: efficiency) were measured; on others (``"accelerator"``, ``"other"``) get_wti answers
-#: -2.0, "unknown", and the fallback does not pick these solvers unless forced.
-MODELLED_KINDS = ("cpu", "gpu")
+__all__ = ["WinogradBase"]
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
-
-
-def _kind(device) -> str:
-    return "cpu" if device.kind == "cpu" else "gpu"
-
 
 @lru_cache(maxsize=2048)
 def _layout(problem, variant, kind: str, cu: int, room: int):
@@ -95,9 +87,9 @@ class WinogradBase:
         too_large = plan.index_limit_reason(problem, v)
         if too_large:
             return Decline(too_large), None
-        kind, cu = _kind(device), device.info.compute_units
+        kind, cu = kernel_family(device), device.info.compute_units
         minimum = plan.one_image_bytes(problem, v, kind, cu)
-        return v, _layout(problem, v, kind, cu, workspace.room(device, workspace_limit,
+        return v, _layout(problem, v, kind, cu, workspace_room(device, workspace_limit,
                                                               minimum))
 
     @hookimpl
@@ -106,7 +98,8 @@ class WinogradBase:
         if isinstance(v, Decline):
             return v
         if layout is None:
-            need = plan.one_image_bytes(problem, v, _kind(device), device.info.compute_units)
+            need = plan.one_image_bytes(problem, v, kernel_family(device),
+                                        device.info.compute_units)
             where = (f"the limit is {workspace_limit}" if workspace_limit is not None else
                      f"the device's largest buffer is {device.info.max_alloc_bytes} bytes")
             return Decline(f"needs at least {need} bytes of workspace (one image's transformed "
@@ -123,19 +116,19 @@ class WinogradBase:
 
     @hookimpl
     def get_wti(self, problem, device, workspace_limit):
-        if device.kind not in MODELLED_KINDS:
+        if modelled_kind(device) is None:
             return WTI_UNKNOWN
         v, layout = self._layout(problem, device, workspace_limit)
-        launches = _plan(problem, v, _kind(device), device.info.compute_units, layout,
+        launches = _plan(problem, v, kernel_family(device), device.info.compute_units, layout,
                          device.info.vector_width)
-        return gemm_wti.wti(problem, launches, device)
+        return sgemm.wti(problem, launches, device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
         v = self.covers(problem)
-        layout = _layout(problem, v, _kind(device), device.info.compute_units, workspace.size)
-        launches = _plan(problem, v, _kind(device), device.info.compute_units, layout,
+        layout = _layout(problem, v, kernel_family(device), device.info.compute_units,
+                         workspace.size)
+        launches = _plan(problem, v, kernel_family(device), device.info.compute_units, layout,
                          device.info.vector_width)
-        runner.enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
-                                          "ws": workspace,
-                                          "pc": _pieces_buffer(device, problem, v)})
+        enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
+                                   "ws": workspace, "pc": _pieces_buffer(device, problem, v)})

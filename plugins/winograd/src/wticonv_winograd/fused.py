@@ -14,10 +14,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv_gemm import runner
-from wticonv_gemm import wti as gemm_wti
+from wticonv.runtime.kit import enqueue, kernel_family, modelled_kind
+from wticonv_gemm import sgemm
 
-from .base import MODELLED_KINDS, _kind
 from .f2x3 import covers_3x3
 from .fused_plan import fused_plan, limit_reason
 from .plan import Variant
@@ -69,14 +68,14 @@ class FusedF2x3Solver:
 
     @hookimpl
     def get_wti(self, problem, device, workspace_limit):
-        if device.kind not in MODELLED_KINDS:
+        if modelled_kind(device) is None:
             return WTI_UNKNOWN
-        return gemm_wti.wti(problem, _plan(problem, _kind(device)), device)
+        return sgemm.wti(problem, _plan(problem, kernel_family(device)), device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        runner.enqueue(device, _plan(problem, _kind(device)),
-                       {"x": tensors.x, "w": tensors.w, "y": tensors.y})
+        enqueue(device, _plan(problem, kernel_family(device)),
+                {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = FusedF2x3Solver()

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from wticonv_gemm.gemm import Launch
+from wticonv.runtime.kit import Launch
 
-from .plan import Variant, geometry
+from .plan import KERNELS, Variant, geometry
 
 __all__ = ["FusedParams", "PARAMS", "PARAMS_FEW_OUTPUTS", "FEW_OUTPUTS", "EFFICIENCY",
            "params", "fused_plan", "limit_reason"]
 
-_SRC = "wticonv_winograd:fused.cl"
+_SRC = "fused.cl"
 _F32 = 4
 
 
@@ -120,7 +120,7 @@ def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
                           + tile_blocks * O * I * p.r * p.s
                           + geo.n * O * geo.Ho * geo.Wo)
     i32, i64 = np.int32, np.int64
-    return [Launch(_SRC, f"{v.options} {fp.options}", "fused_forward",
+    return [KERNELS.launch(_SRC, "fused_forward", f"{v.options} {fp.options}",
                    (tile_blocks * fp.wg, k_blocks, G), (fp.wg, 1, 1),
                    (src, "w", dst, i32(geo.n), i32(I), i32(O), i32(G), i32(geo.H),
                     i32(geo.W), i32(geo.hl), i32(geo.wl), i32(geo.Ho), i32(geo.Wo), i32(th),

@@ -19,17 +19,17 @@ of images.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 import numpy as np
-from wticonv_gemm.gemm import (ColMap, GemmOp, Launch, Operand, gemm_launch, gpu_splits,
-                               most_gpu_splits, splitk_reduce_launch)
+from wticonv.runtime.kit import KernelLibrary, Launch
+from wticonv.runtime.kit import round_up as _round
+from wticonv_gemm import sgemm
 
 from .transforms import winograd_transform
 
-__all__ = ["Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layout", "plan",
-           "one_image_bytes", "pieces_table", "index_limit_reason"]
+__all__ = ["KERNELS", "Variant", "Piece", "Geometry", "Layout", "geometry", "workspace_layout",
+           "plan", "one_image_bytes", "pieces_table", "index_limit_reason"]
 
 _F32 = 4
 #: The transform kernels move data slower than a plain copy: on the development machines'
@@ -37,7 +37,9 @@ _F32 = 4
 #: charges their traffic 3x there; on the NVIDIA H200 they moved 1.6-5 TB/s (caches help)
 #: against 4.2 TB/s for a copy, so 1x.
 TRANSFORM_COST = {"cpu": 3, "gpu": 1}
-_SRC = "wticonv_winograd:winograd.cl"
+_SRC = "winograd.cl"
+#: The plugin's kernel files (kernels/*.cl, with kernels/winograd_common.h spliced in).
+KERNELS = KernelLibrary("wticonv_winograd")
 _LOCAL = {"cpu": 64, "gpu": 256}
 _INT32 = 2**31 - 1
 
@@ -70,7 +72,7 @@ class Variant:
         return _variant_options(self.mh, self.mw, self.rh, self.rw)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _variant_options(mh: int, mw: int, rh: int, rw: int) -> str:
     """Variant.options, computed once per variant (exact fractions to float text is slow,
     and selection asks for it on every new problem)."""
@@ -187,7 +189,7 @@ def _layout(p, v: Variant, geo: Geometry, nc: int, kind: str, cu: int) -> Layout
         splits = 1
         if kind != "cpu":
             q = _images_per_term(kind, nc, th * tw)
-            splits = gpu_splits(geo.O, PI, q * th * tw, nc // q, A * G, cu)
+            splits = sgemm.gpu_splits(geo.O, PI, q * th * tw, nc // q, A * G, cu)
         part_off = _align(du_off + A * G * geo.O * PI)
         end = part_off + (splits * A * G * geo.O * PI if splits > 1 else 0)
         return Layout(nc, splits, 0, v_off, z_off, du_off, part_off, end)
@@ -211,7 +213,7 @@ def workspace_layout(p, v: Variant, kind: str, cu: int, room: int) -> Layout | N
             if whole.bytes <= room:
                 return whole
         else:  # every chunk the search would try fits with the most partial sums: take hi
-            s = most_gpu_splits(geo.O, len(geo.pieces) * geo.I, v.positions * geo.groups, cu)
+            s = sgemm.most_gpu_splits(geo.O, len(geo.pieces) * geo.I, v.positions * geo.groups, cu)
             du = v.positions * geo.groups * geo.O * len(geo.pieces) * geo.I
             if (whole.part_off + (s * du if s > 1 else 0)) * _F32 <= room:
                 return whole
@@ -255,10 +257,6 @@ def _images_per_term(kind: str, nc: int, tiles: int) -> int:
     return nc
 
 
-def _round(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
 def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 16
          ) -> list[Launch]:
     """The launches of problem ``p`` with variant ``v`` in the workspace ``layout``.
@@ -284,7 +282,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
         else:  # flipped and transposed: w'[c][k][r][s] = w[k][c][R-1-r][S-1-s]
             wbase, so, si, sr, ss = (p.r - 1) * p.s + p.s - 1, p.r * p.s, O * p.r * p.s, -p.s, -1
         wgs = O * I * p.r * p.s
-        out.append(Launch(_SRC, opts, "filter_transform",
+        out.append(KERNELS.launch(_SRC, "filter_transform", opts,
                           (_round(O * I, local), P, G), (local, 1, 1),
                           lambda: ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(G),
                                    i32(P), i32(p.r), i32(p.s), i64(wbase), i64(wgs), i64(so),
@@ -293,7 +291,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
     for n0 in range(0, p.n, layout.nc):
         nc = min(layout.nc, p.n - n0)
         T = nc * th * tw
-        out.append(Launch(_SRC, opts, "input_transform",
+        out.append(KERNELS.launch(_SRC, "input_transform", opts,
                           (_round(T, local), PI, G), (local, 1, 1),
                           lambda n0=n0, nc=nc: (
                               src_in, "ws", i64(layout.v_off), i32(n0), i32(nc), i32(I), i32(G),
@@ -301,7 +299,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                               i32(tw), i32(P), i32(geo.sh), i32(geo.sw), "pc"),
                           bytes=cost * (A * G * PI * T + nc * G * I * geo.H * geo.W)))
         if p.direction == "wrw":
-            out.append(Launch(_SRC, opts, "grad_transform",
+            out.append(KERNELS.launch(_SRC, "grad_transform", opts,
                               (_round(T, local), O, G), (local, 1, 1),
                               lambda n0=n0, nc=nc: (
                                   "y", "ws", i64(layout.m_off), i32(n0), i32(nc), i32(O),
@@ -311,38 +309,40 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
             # cut it into batch terms of q images (for split-K), CPUs keep it whole.
             q = _images_per_term(kind, nc, th * tw)
             kt = q * th * tw
-            a = Operand("ws", off=layout.m_off, gs=O * T, bs=kt, ms=T, ks=1)
-            b = Operand("ws", off=layout.v_off, gs=PI * T, bs=kt, ks=1,
-                        cols=ColMap.strided(T))
+            a = sgemm.Operand("ws", off=layout.m_off, gs=O * T, bs=kt, ms=T, ks=1)
+            b = sgemm.Operand("ws", off=layout.v_off, gs=PI * T, bs=kt, ks=1,
+                        cols=sgemm.ColMap.strided(T))
             s = min(layout.splits, nc // q)
             du = A * G * O * PI
             if s > 1:
-                c = Operand("ws", off=layout.part_off, gs=O * PI, ms=PI, cols=ColMap())
-                op = GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q, splits=s,
+                c = sgemm.Operand("ws", off=layout.part_off, gs=O * PI, ms=PI, cols=sgemm.ColMap())
+                op = sgemm.GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q, splits=s,
                             c_ss=du)
-                out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
-                out.append(splitk_reduce_launch("ws", layout.part_off, "ws", du, s,
+                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
+                out.append(sgemm.splitk_reduce_launch("ws", layout.part_off, "ws", du, s,
                                                 int(n0 > 0), c_off=layout.du_off))
             else:
-                c = Operand("ws", off=layout.du_off, gs=O * PI, ms=PI, cols=ColMap())
-                op = GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q,
+                c = sgemm.Operand("ws", off=layout.du_off, gs=O * PI, ms=PI, cols=sgemm.ColMap())
+                op = sgemm.GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q,
                             beta=int(n0 > 0))
-                out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
+                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
         else:
-            op = GemmOp(O, T, PI,
-                        a=Operand("ws", off=layout.u_off, gs=O * PI, ms=PI, ks=1),
-                        b=Operand("ws", off=layout.v_off, gs=PI * T, ks=T, cols=ColMap()),
-                        c=Operand("ws", off=layout.m_off, gs=O * T, ms=T, cols=ColMap()),
+            op = sgemm.GemmOp(O, T, PI,
+                        a=sgemm.Operand("ws", off=layout.u_off, gs=O * PI, ms=PI, ks=1),
+                        b=sgemm.Operand("ws", off=layout.v_off, gs=PI * T, ks=T,
+                                        cols=sgemm.ColMap()),
+                        c=sgemm.Operand("ws", off=layout.m_off, gs=O * T, ms=T,
+                                        cols=sgemm.ColMap()),
                         groups=A * G)
-            out.append(gemm_launch(op, kind, cu, vector_width=vector_width))
-            out.append(Launch(_SRC, opts, "output_transform",
+            out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
+            out.append(KERNELS.launch(_SRC, "output_transform", opts,
                               (_round(T, local), O, G), (local, 1, 1),
                               lambda n0=n0, nc=nc: (
                                   "ws", i64(layout.m_off), dst_out, i32(n0), i32(nc), i32(O),
                                   i32(G), i32(geo.Ho), i32(geo.Wo), i32(th), i32(tw)),
                               bytes=cost * (A * G * O * T + nc * G * O * geo.Ho * geo.Wo)))
     if p.direction == "wrw":
-        out.append(Launch(_SRC, opts, "filter_grad_transform",
+        out.append(KERNELS.launch(_SRC, "filter_grad_transform", opts,
                           (_round(O * I, local), P, G), (local, 1, 1),
                           lambda: ("ws", i64(layout.du_off), "w", i32(O), i32(I), i32(G),
                                    i32(P), i32(p.r), i32(p.s), "pc"),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 __all__ = ["Transform", "winograd_transform", "DEFAULT_POINTS"]
 
@@ -71,7 +71,7 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
     """Least-norm-free exact solve of a consistent (possibly over-determined) system by
     Gaussian elimination; raises ValueError if it is inconsistent or under-determined."""
     n = len(rows[0])
-    aug = [list(r) + [b] for r, b in zip(rows, rhs)]
+    aug = [list(r) + [b] for r, b in zip(rows, rhs, strict=False)]
     pivots = []
     row = 0
     for col in range(n):
@@ -84,7 +84,7 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
         for i in range(len(aug)):
             if i != row and aug[i][col] != 0:
                 f = aug[i][col]
-                aug[i] = [a - f * b for a, b in zip(aug[i], aug[row])]
+                aug[i] = [a - f * b for a, b in zip(aug[i], aug[row], strict=False)]
         pivots.append(col)
         row += 1
     if len(pivots) != n:
@@ -97,7 +97,7 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
     return x
 
 
-@lru_cache(maxsize=None)
+@cache
 def winograd_transform(m: int, r: int, points: tuple | None = None) -> Transform:
     """The exact transform matrices of F(m, r) (see module docstring).
 

@@ -53,8 +53,7 @@
 #define VW DIRECT_DW_VW
 #define TH DIRECT_DW_TH
 #define WT DIRECT_DW_WRW_TAPS
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
+#include "wticonv/common.h"
 
 #if VW == 1
 #define floatV float
@@ -64,9 +63,9 @@
 #define VLOAD_S2(p) ((p)[0])
 #define HSUM(v) (v)
 #else
-#define floatV CAT(float, VW)
-#define intV CAT(int, VW)
-#define VLOAD(p) CAT(vload, VW)(0, p)
+#define floatV WTICONV_FLOATN(VW)
+#define intV WTICONV_INTN(VW)
+#define VLOAD(p) WTICONV_VLOADN(VW)(0, p)
 #if VW == 4
 #define LANES ((int4)(0, 1, 2, 3))
 #define VLOAD_S2(p) (vload8(0, p).even)
@@ -400,7 +399,7 @@ inline void bwd_block(PLANE_ARGS, const long n, const int c, const int ih0, cons
         out[ooff + (long)(ih0 + j) * Wout + ib] = acc[j];
 #else
         float t[VW];
-        CAT(vstore, VW)(acc[j], 0, t);
+        WTICONV_VSTOREN(VW)(acc[j], 0, t);
         for (int i = 0; i < VW && ib + i * sw < Wout; ++i)
             out[ooff + (long)(ih0 + j) * Wout + ib + i * sw] = t[i];
 #endif

@@ -55,15 +55,14 @@
                              AVX-512) */
 #endif
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
+#include "wticonv/common.h"
 #define VW TILED_VW
-#define floatv CAT(float, VW)
-#define intv CAT(int, VW)
-#define VLOAD CAT(vload, VW)
-#define VSTORE CAT(vstore, VW)
+#define floatv WTICONV_FLOATN(VW)
+#define intv WTICONV_INTN(VW)
+#define VLOAD WTICONV_VLOADN(VW)
+#define VSTORE WTICONV_VSTOREN(VW)
 
-__constant int LANES[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+__constant int LANES[16] = WTICONV_LANE_INDEX;
 
 #define TILED_ARGS                                                                        \
     __global const float *restrict A, __global const float *restrict S,                  \

@@ -34,16 +34,15 @@
 #define GEMM_NT_NR 4     /* columns per work-item in sgemm_nt */
 #endif
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define floatv CAT(float, GEMM_VW)
-#define intv CAT(int, GEMM_VW)
-#define VLOAD CAT(vload, GEMM_VW)
-#define VSTORE CAT(vstore, GEMM_VW)
+#include "wticonv/common.h"
+#define floatv WTICONV_FLOATN(GEMM_VW)
+#define intv WTICONV_INTN(GEMM_VW)
+#define VLOAD WTICONV_VLOADN(GEMM_VW)
+#define VSTORE WTICONV_VSTOREN(GEMM_VW)
 #define VW GEMM_VW
 #define NR (2 * GEMM_VW)   /* columns per sgemm_nn work-item */
 
-__constant int LANES[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+__constant int LANES[16] = WTICONV_LANE_INDEX;
 
 #define B_CONTIG 0
 #define B_TWOSEG 1

@@ -1,7 +1,7 @@
 /* The Winograd transform F(MH x MW, RH x RW) shared by winograd.cl and fused.cl: tile and
  * filter-piece sizes, the transform matrices (build options, row by row; transforms.py
- * derives them) and the pieces-table layout. Included by the kernel runner
- * (wticonv_gemm.runner.kernel_source), which splices "#include" lines of kernels/ files.
+ * derives them) and the pieces-table layout. Spliced in where a file includes it by the
+ * core's kernel library (wticonv.runtime.kit.KernelLibrary.source).
  * Defaults: F(2x2, 3x3) with the points 0, 1, -1.
  */
 #ifndef WINO_COMMON_H

@@ -1,4 +1,19 @@
-"""One GEMM of a convolution, described independently of any buffer, and its launch.
+"""wticonv-gemm's SGEMM: one GEMM of a convolution, its launch and its cost.
+
+**The public interface of wticonv-gemm.** Its other modules are private to it and may
+change in any release; this one is what another plugin may import (wticonv-winograd runs
+its batched multiply with it), and it changes only with a new major version:
+
+- planning: :class:`GemmOp` (one strided, batched, grouped ``C = A * B (+ C)``) with its
+  :class:`Operand` and :class:`ColMap` addressing; :func:`gemm_launch` (the
+  :class:`wticonv.runtime.kit.Launch` of an op on a CPU or a GPU, with its modelled
+  efficiency); the GPU split-K helpers :func:`gpu_splits`, :func:`most_gpu_splits` and
+  :func:`splitk_reduce_launch`;
+- the cost model: :func:`predict_seconds` and :func:`wti` (predicted time and WTI of a
+  list of launches, from their cost fields and the device's measured figures; see
+  docs/wti-models.md);
+- :data:`KERNELS`, the library of this plugin's kernel files that the launches name.
+  Run the launches, with launches of your own, through :func:`wticonv.runtime.kit.enqueue`.
 
 A :class:`GemmOp` is what the kernels in ``kernels/sgemm_*.cl`` compute::
 
@@ -9,21 +24,26 @@ with every operand addressed by element strides (64-bit), a two-level batch redu
 convolution GEMMs read and write NCHW tensors where they are. Operands name a buffer
 (``"x"``, ``"w"``, ``"y"`` or ``"ws"``), bound to real ``pyopencl.Buffer`` objects only
 when the op is enqueued; a plan can therefore be built and checked for any size without
-allocating anything.
+allocating anything. Launches are :class:`wticonv.runtime.kit.Launch` descriptions of
+:data:`KERNELS`' files, enqueued with :func:`wticonv.runtime.kit.enqueue`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from wticonv.runtime.kit import KernelLibrary, Launch
 
 from . import params
+from .wti import predict_seconds, wti
 
-__all__ = ["ColMap", "Operand", "GemmOp", "gemm_launch", "splitk_reduce_launch",
-           "gpu_splits", "most_gpu_splits"]
+__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "gemm_launch", "splitk_reduce_launch",
+           "gpu_splits", "most_gpu_splits", "predict_seconds", "wti"]
+
+#: The plugin's kernel files (kernels/*.cl) and their kernels built per device.
+KERNELS = KernelLibrary("wticonv_gemm")
 
 _BIG = 2**31 - 1
 
@@ -134,52 +154,6 @@ class GemmOp:
         }
 
 
-class Launch:
-    """One kernel launch: which program (file + options), kernel, sizes, arguments, cost.
-
-    ``args`` holds NumPy scalars and buffer names (str), bound when enqueued. It may be
-    given as a function of no arguments that returns them: it is then called on the first
-    read of ``args`` (ranking a problem reads only the costs, so a plan's arguments are
-    built only when it runs). The cost feeds the WTI model (wti.py): ``flops`` at
-    ``efficiency`` x peak for GEMMs, ``bytes`` of memory traffic at the device's
-    bandwidth, ``fixed_s`` seconds of per-work-item set-up (beyond its FLOPs and bytes).
-    """
-
-    __slots__ = ("source", "options", "kernel", "global_size", "local_size", "_args",
-                 "flops", "efficiency", "bytes", "fixed_s")
-
-    def __init__(self, source: str, options: str, kernel: str, global_size: tuple[int, ...],
-                 local_size: tuple[int, ...], args: tuple | Callable[[], tuple],
-                 flops: int = 0, efficiency: float = 0.0, bytes: int = 0,
-                 fixed_s: float = 0.0) -> None:
-        self.source, self.options, self.kernel = source, options, kernel
-        self.global_size, self.local_size, self._args = global_size, local_size, args
-        self.flops, self.efficiency, self.bytes, self.fixed_s = flops, efficiency, bytes, fixed_s
-
-    @property
-    def args(self) -> tuple:
-        """The kernel's arguments (built on first read when given as a function)."""
-        args = self._args
-        if callable(args):
-            args = self._args = args()
-        return args
-
-    def _fields(self) -> tuple:
-        return (self.source, self.options, self.kernel, self.global_size, self.local_size,
-                self.args, self.flops, self.efficiency, self.bytes, self.fixed_s)
-
-    def __eq__(self, other) -> bool:
-        return type(other) is Launch and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        names = ("source", "options", "kernel", "global_size", "local_size", "args", "flops",
-                 "efficiency", "bytes", "fixed_s")
-        return "Launch(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields())) + ")"
-
-
 def _check_int32(op: GemmOp) -> None:
     if max(op.M, op.N, op.K, op.nb, op.nb2, op.groups) <= _BIG:
         return
@@ -263,7 +237,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         if a.ks == 1 and b.ks == 1:
             cfg = nt_cfg
             grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
-            return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nt", grid, (1, 1, 1),
+            return KERNELS.launch("sgemm_cpu.cl", "sgemm_nt", cfg.options, grid, (1, 1, 1),
                           lambda: _cpu_nt_args(op),
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
                                                              compute_units, cfg),
@@ -271,7 +245,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         cfg = nn_cfg
         grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
-        return Launch("sgemm_cpu.cl", cfg.options, "sgemm_nn", grid, (1, 1, 1),
+        return KERNELS.launch("sgemm_cpu.cl", "sgemm_nn", cfg.options, grid, (1, 1, 1),
                       lambda: _cpu_nn_args(op, b_len),
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
                                                          compute_units, contiguous, cfg,
@@ -286,7 +260,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     mapped = b.cols.ns != 0 or b.cols.hs != 0      # pixels of pictures, not a dense matrix
     eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
                             compute_units, vec, mapped, b_kfast=b.ks == 1)
-    return Launch("sgemm_gpu.cl", options, "sgemm", grid, (cfg.ndimc, cfg.mdimc, 1),
+    return KERNELS.launch("sgemm_gpu.cl", "sgemm", options, grid, (cfg.ndimc, cfg.mdimc, 1),
                   lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
 
 
@@ -317,7 +291,8 @@ def splitk_reduce_launch(part: str, part_off: int, c: str, count: int, splits: i
                          beta: int, c_off: int = 0) -> Launch:
     """``c[c_off + i] (+)= sum_s part[part_off + s*count + i]`` (kernel splitk_reduce)."""
     local = 256
-    return Launch("sgemm_gpu.cl", params.GPU_CONFIGS[0].options(True, False), "splitk_reduce",
+    return KERNELS.launch("sgemm_gpu.cl", "splitk_reduce",
+                          params.GPU_CONFIGS[0].options(True, False),
                   (-(-count // local) * local,), (local,),
                   lambda: (part, np.int64(part_off), c, np.int64(c_off), np.int64(count),
                            np.int32(splits), np.int32(beta)),

@@ -1,0 +1,308 @@
+"""The host kit for solver plugins: kernel files, launch descriptions, enqueueing.
+
+Contract (what a plugin may rely on):
+
+- :class:`KernelLibrary`: one per plugin package. It reads ``kernels/<file>.cl`` with
+  ``#include "x.h"`` lines spliced in (a header of the same package, or
+  ``"<package>/x.h"`` of another, e.g. the core's ``"wticonv/common.h"``), each piece
+  preceded by a ``#line`` directive so that build errors name the plugin's own file and
+  line (:mod:`wticonv.runtime.kernelfiles`). It keeps one ``pyopencl.Kernel`` per device, file,
+  build options and kernel name, on top of ``device.build`` (the core's program cache,
+  one build per source and options, persisted across processes).
+- :class:`Launch`: one kernel launch, described without any buffer: file, kernel, build
+  options, global and local sizes (work-items), arguments (NumPy scalars and buffer names
+  bound when enqueued) and the cost fields the WTI models read.
+- :func:`enqueue`: runs a list of launches in order on ``device.queue``.
+- :func:`modelled_kind`: the one rule for the device kind a WTI model describes:
+  ``"gpu"`` for GPUs, ``"cpu"`` for CPUs, None for every other device (accelerators,
+  simulators), on which solvers answer ``WTI_UNKNOWN`` (-2.0) instead of modelling the
+  device as something it is not. :func:`kernel_family` says which kernels run there.
+- :func:`launch_overhead_s`: the device's measured launch overhead, in seconds.
+- :func:`round_up`: grid sizes to work-group multiples; :func:`workspace_room`: how much
+  workspace a solver that works in chunks may take.
+
+Build options must never depend on a problem's sizes (N, C, H, W, K, R, S, strides...):
+those are kernel arguments, which is what makes a solver dynamic (one build per device).
+
+The counterpart of CLBlast's ``Routine`` class (source loading, program cache, launch),
+written for this project's plugin contract.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+
+import pyopencl as cl
+
+from wticonv.errors import WticonvError
+from wticonv.runtime.kernelfiles import line_directive
+
+__all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
+           "launch_overhead_s", "round_up", "workspace_room", "FALLBACK_LAUNCH_OVERHEAD_S",
+           "MODELLED_KINDS", "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
+
+#: Seconds per kernel launch where the device's own figure is not measured, per device
+#: kind: an empty kernel's queued-to-end time (median of 200 launches), 18 us through
+#: PoCL 3.1 on the development machines' 2-core AMD EPYC CPU and 11 us through NVIDIA's
+#: OpenCL driver on the H200 (measured for the WTI models of the built-in plugins).
+FALLBACK_LAUNCH_OVERHEAD_S = {"cpu": 18e-6, "gpu": 11e-6}
+
+#: The device kinds the built-in WTI models describe (see :func:`modelled_kind`).
+MODELLED_KINDS = ("cpu", "gpu")
+
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.]+/)?([A-Za-z0-9_.]+)"[ \t]*$', re.MULTILINE)
+
+
+def round_up(n: int, m: int) -> int:
+    """``n`` rounded up to a multiple of ``m`` (both positive ints; exact at any size)."""
+    return -(-n // m) * m
+
+
+def modelled_kind(device) -> str | None:
+    """``"gpu"`` for a GPU, ``"cpu"`` for a CPU, None for any other device.
+
+    The one rule every built-in solver follows: its WTI model's constants were measured
+    on CPUs and GPUs only, so on an accelerator or a simulator (kind ``"accelerator"`` or
+    ``"other"``) ``get_wti`` answers ``wticonv.WTI_UNKNOWN`` (-2.0), and the fallback does
+    not pick the solver unless forced.
+    """
+    kind = device.kind
+    return kind if kind in MODELLED_KINDS else None
+
+
+def kernel_family(device) -> str:
+    """Which kernels run on ``device``: ``"cpu"`` (vector kernels, one work-item per
+    register block) on CPUs, ``"gpu"`` (work-groups sharing local memory) on every other
+    device, GPUs, accelerators and simulators alike (an OpenCL device that is not a CPU is
+    built around work-groups). Only where the kernels are chosen; WTIs follow
+    :func:`modelled_kind`."""
+    return "cpu" if device.kind == "cpu" else "gpu"
+
+
+#: Workspace cap of chunking solvers without a caller's limit: 1 GiB and an eighth of the
+#: device's memory (see :func:`workspace_room`).
+WORKSPACE_CAP_BYTES = 2**30
+WORKSPACE_CAP_SHARE = 8
+
+
+def workspace_room(device, workspace_limit: int | None, minimum: int = 0) -> int:
+    """Bytes of workspace a solver that works in chunks may use on ``device``.
+
+    The caller's ``workspace_limit`` when given; without one, at most
+    :data:`WORKSPACE_CAP_BYTES` and 1 / :data:`WORKSPACE_CAP_SHARE` of the device's memory,
+    but at least ``minimum`` (the solver's smallest piece): a larger chunk barely helps
+    (a 110 MiB im2col buffer for 16 images ran no faster than a 7 MiB one on the
+    development machines) and costs memory the caller may need. Never more than the
+    device's largest buffer.
+    """
+    if workspace_limit is None:
+        cap = min(WORKSPACE_CAP_BYTES, device.info.global_mem_bytes // WORKSPACE_CAP_SHARE)
+        return min(max(cap, minimum), device.info.max_alloc_bytes)
+    return min(workspace_limit, device.info.max_alloc_bytes)
+
+
+def launch_overhead_s(device) -> float:
+    """Seconds one kernel launch costs on ``device`` beyond its work: the device's
+    ``launch_overhead_s`` figure (measured by :mod:`wticonv.runtime.peak`, else
+    :data:`FALLBACK_LAUNCH_OVERHEAD_S` for its kind)."""
+    return device.launch_overhead_s
+
+
+class KernelLibrary:
+    """The OpenCL sources of one package's ``kernels/`` folder and their built kernels.
+
+    Parameters
+    ----------
+    package : str
+        The importable package that ships the ``.cl`` files, e.g. ``"wticonv_myconv"``.
+    folder : str
+        The folder inside it (default ``"kernels"``).
+
+    Examples
+    --------
+    >>> KERNELS = KernelLibrary("wticonv_myconv")              # doctest: +SKIP
+    >>> k = KERNELS.kernel(device, "myconv.cl", "myconv_fwd")  # doctest: +SKIP
+    """
+
+    def __init__(self, package: str, folder: str = "kernels") -> None:
+        self.package, self.folder = package, folder
+        self._sources: dict[str, str] = {}
+        self._kernels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"KernelLibrary({self.package!r})"
+
+    def path(self, file: str, package: str | None = None):
+        """The ``importlib.resources`` traversable of ``file`` in the kernels folder of
+        ``package`` (this library's by default)."""
+        return importlib.resources.files(package or self.package).joinpath(self.folder, file)
+
+    def source(self, file: str) -> str:
+        """The OpenCL C source of ``kernels/<file>``, headers spliced in, ``#line``
+        directives before and after each piece (see the module docstring).
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``file`` or a header it includes is not in the package's kernels folder
+            (is it shipped in the wheel?).
+        WticonvError
+            If a header includes itself, directly or through others.
+        """
+        with self._lock:
+            text = self._sources.get(file)
+            if text is None:
+                path = self.path(file)
+                text = self._sources[file] = line_directive(path) + self._splice(
+                    path, path.read_text(), ((self.package, file),))
+            return text
+
+    def _splice(self, outer, text: str, seen: tuple[tuple[str, str], ...]) -> str:
+        def one(match: re.Match) -> str:
+            package = match.group(1)[:-1] if match.group(1) else seen[-1][0]
+            name = (package, match.group(2))
+            if name in seen:
+                chain = " -> ".join(f"{p}/{f}" for p, f in seen + (name,))
+                raise WticonvError(f"{chain}: a kernel header includes itself; remove the "
+                                   "#include that closes the circle")
+            path = self.path(name[1], package)
+            body = self._splice(path, path.read_text(), seen + (name,))
+            after = text.count("\n", 0, match.start()) + 2     # the line after the include
+            return (line_directive(path) + body.rstrip("\n") + "\n"
+                    + line_directive(outer, after).rstrip("\n"))
+        return _INCLUDE.sub(one, text)
+
+    def kernel(self, device, file: str, name: str, options: str = "") -> cl.Kernel:
+        """Kernel ``name`` of ``kernels/<file>`` built with ``options`` on ``device``;
+        created once per device and kept while the device lives.
+
+        Raises
+        ------
+        wticonv.KernelBuildError
+            If the driver does not compile the source (its log names the file and line).
+        """
+        source = self.source(file)
+        with self._lock:
+            per_device = self._kernels.get(device)
+            if per_device is None:
+                per_device = self._kernels[device] = {}
+            key = (file, options, name)
+            k = per_device.get(key)
+            if k is None:
+                k = per_device[key] = cl.Kernel(device.build(source, options), name)
+            return k
+
+    def launch(self, file: str, kernel: str, options: str, global_size: tuple[int, ...],
+               local_size: tuple[int, ...] | None, args: tuple | Callable[[], tuple] = (),
+               flops: int = 0, efficiency: float = 0.0, bytes: int = 0,
+               fixed_s: float = 0.0) -> Launch:
+        """A :class:`Launch` of ``kernel`` in this library's ``file`` (the parameters are
+        those of :class:`Launch`)."""
+        return Launch(self, file, kernel, options, global_size, local_size, args, flops,
+                      efficiency, bytes, fixed_s)
+
+
+class Launch:
+    """One kernel launch: where its program comes from, sizes, arguments and cost.
+
+    Parameters
+    ----------
+    library : KernelLibrary
+        The package whose ``kernels/`` holds ``file``.
+    file, kernel, options : str
+        The ``.cl`` file, the kernel's name, the build options (``-D`` macros that do not
+        depend on the problem's sizes).
+    global_size, local_size : tuple of int
+        Work-items in each dimension; ``global_size`` a multiple of ``local_size``
+        (:func:`round_up`). ``local_size`` None lets the driver choose.
+    args : tuple, or a function of no arguments that returns one
+        The kernel's arguments: NumPy scalars of the parameters' C types, and buffer
+        names (``str``, e.g. ``"x"``, ``"w"``, ``"y"``, ``"ws"``) bound by :func:`enqueue`.
+        A function is called on the first read of :attr:`args` (ranking a problem reads
+        only the costs, so arguments are built only when the plan runs).
+    flops : int
+        FLOPs (multiply-adds x 2) the WTI model charges at ``efficiency`` x peak.
+    efficiency : float
+        Fraction of the device's measured peak FP32 rate those FLOPs run at (0 to 1).
+    bytes : int
+        Bytes of memory traffic charged at the device's measured bandwidth.
+    fixed_s : float
+        Seconds of fixed cost beyond FLOPs, bytes and the launch overhead (e.g. a CPU
+        kernel's per-work-item set-up).
+    """
+
+    __slots__ = ("library", "file", "kernel", "options", "global_size", "local_size",
+                 "_args", "flops", "efficiency", "bytes", "fixed_s")
+
+    def __init__(self, library: KernelLibrary, file: str, kernel: str, options: str,
+                 global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                 args: tuple | Callable[[], tuple] = (), flops: int = 0,
+                 efficiency: float = 0.0, bytes: int = 0, fixed_s: float = 0.0) -> None:
+        self.library, self.file, self.kernel, self.options = library, file, kernel, options
+        self.global_size, self.local_size, self._args = global_size, local_size, args
+        self.flops, self.efficiency, self.bytes, self.fixed_s = flops, efficiency, bytes, fixed_s
+
+    @property
+    def args(self) -> tuple:
+        """The kernel's arguments (built on first read when given as a function)."""
+        args = self._args
+        if callable(args):
+            args = self._args = args()
+        return args
+
+    @property
+    def source(self) -> str:
+        """``"<package>/<file>"``: where the launch's program comes from (for messages)."""
+        return f"{self.library.package}/{self.file}"
+
+    def replace(self, **changes) -> Launch:
+        """A copy with the fields named in ``changes`` replaced (e.g. ``options=...`` to
+        time another build of the same launch)."""
+        fields = {n: getattr(self, n) for n in ("library", "file", "kernel", "options",
+                                                "global_size", "local_size", "flops",
+                                                "efficiency", "bytes", "fixed_s")}
+        fields["args"] = self._args
+        fields.update(changes)
+        return Launch(**fields)
+
+    def _fields(self) -> tuple:
+        return (self.library.package, self.file, self.kernel, self.options, self.global_size,
+                self.local_size, self.args, self.flops, self.efficiency, self.bytes,
+                self.fixed_s)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Launch and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        names = ("library", "file", "kernel", "options", "global_size", "local_size", "args",
+                 "flops", "efficiency", "bytes", "fixed_s")
+        pairs = zip(names, self._fields(), strict=False)
+        return "Launch(" + ", ".join(f"{n}={v!r}" for n, v in pairs) + ")"
+
+
+def enqueue(device, launches: Iterable[Launch], buffers: Mapping[str, object]) -> None:
+    """Enqueue ``launches`` in order on ``device.queue``, each argument that is a ``str``
+    replaced by ``buffers[name]`` (a ``pyopencl.Buffer``, or None for an absent one).
+
+    Raises
+    ------
+    WticonvError
+        If a launch names a buffer that ``buffers`` lacks.
+    """
+    for launch in launches:
+        kernel = launch.library.kernel(device, launch.file, launch.kernel, launch.options)
+        try:
+            args = [buffers[a] if isinstance(a, str) else a for a in launch.args]
+        except KeyError as e:
+            raise WticonvError(f"{launch.source} {launch.kernel}: the launch names buffer "
+                               f"{e.args[0]!r}, which is not among {sorted(buffers)}; pass it "
+                               "to enqueue") from None
+        device.enqueue_kernel(kernel, launch.global_size, launch.local_size, *args)
