@@ -127,7 +127,8 @@ def verdict_key(info: DeviceInfo) -> str:
 
 def fix_hint(info: DeviceInfo) -> str:
     """What to do about a set-aside device, by kind and driver."""
-    if info.kind == "cpu" and "pocl" in f"{info.platform} {info.version}".lower():
+    text = f"{info.platform} {info.version}".lower()
+    if info.kind == "cpu" and ("pocl" in text or "portable computing language" in text):
         if "debian" in info.driver_version.lower() or "ubuntu" in info.driver_version.lower():
             return ("this is the system's PoCL: update it, or use another device "
                     "(WTICONV_DEVICE / --device; see 'wticonv devices')")
