@@ -5,6 +5,11 @@ size) with how often each occurs. Sources:
 
 - a built-in name: ``resnet50``, ``vgg16``, ``mobilenetv2``, ``inception3`` (the conv layers
   listed in ``data/networks.csv``; input 224x224, Inception-v3 299x299);
+- a corpus name (:func:`corpus_networks`): one of 46 networks of torchvision's model
+  definitions (``regnet_y_800mf``, ``efficientnet_b0``, ``deeplabv3_resnet50``,
+  ``fasterrcnn_resnet50_fpn``, ...), their conv layers in ``data/corpus.csv``, written by
+  ``tools/make_corpus.py``; the development corpus the WTI models are judged on, held out
+  network by network (docs/find-and-tune.md);
 - a text file of MIOpenDriver command lines (``conv -n 16 -c 64 -H 56 ...``, one per line,
   ``#`` starts a comment), as in MIOpen's ``test/perf_models`` lists;
 - an ``.onnx`` model: its 2-D ``Conv`` nodes, with shapes from ONNX shape inference (needs
@@ -14,7 +19,9 @@ size) with how often each occurs. Sources:
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.resources
+from dataclasses import dataclass
 from pathlib import Path
 
 from wticonv.errors import DriverArgsError, NetworkError, ProblemError
@@ -22,7 +29,8 @@ from wticonv.problem.conv import ConvProblem
 from wticonv.workloads.driver import parse_driver_line
 from wticonv.workloads.layers import Layer, Network, merge_layers
 
-__all__ = ["Layer", "Network", "BUILTIN_NETWORKS", "load_network", "DEFAULT_BATCH"]
+__all__ = ["Layer", "Network", "BUILTIN_NETWORKS", "load_network", "DEFAULT_BATCH",
+           "CorpusNetwork", "corpus_networks"]
 
 #: The built-in networks, by name.
 BUILTIN_NETWORKS = ("resnet50", "vgg16", "mobilenetv2", "inception3")
@@ -30,10 +38,46 @@ BUILTIN_NETWORKS = ("resnet50", "vgg16", "mobilenetv2", "inception3")
 DEFAULT_BATCH = 1
 
 
-def _builtin(name: str, n: int) -> Network:
-    text = importlib.resources.files("wticonv").joinpath("data/networks.csv").read_text()
+@dataclass(frozen=True)
+class CorpusNetwork:
+    """A network of the development corpus (``data/corpus.csv``).
+
+    Attributes
+    ----------
+    name : str
+        torchvision's model name, e.g. ``"regnet_y_800mf"``.
+    family : str
+        Its family (``resnet``, ``grouped``, ``regnet``, ``mobile``, ``efficientnet``,
+        ``modern``, ``segmentation``, ``detection``, ...): leave-one-family-out holds out
+        all of one family at once.
+    split : str
+        ``"dev"``: models may be developed on it; ``"test"``: kept for the final held-out
+        measurement.
+    """
+
+    name: str
+    family: str
+    split: str
+
+
+@functools.lru_cache(maxsize=2)
+def _rows(filename: str) -> tuple[dict, ...]:
+    text = importlib.resources.files("wticonv").joinpath(f"data/{filename}").read_text()
+    return tuple(csv.DictReader(text.splitlines()))
+
+
+def corpus_networks(split: str | None = None) -> list[CorpusNetwork]:
+    """The corpus's networks in file order, all or those of ``split`` ("dev"/"test")."""
+    seen: dict[str, CorpusNetwork] = {}
+    for row in _rows("corpus.csv"):
+        seen.setdefault(row["network"], CorpusNetwork(row["network"], row["family"],
+                                                       row["split"]))
+    return [c for c in seen.values() if split is None or c.split == split]
+
+
+def _builtin(name: str, n: int, filename: str = "networks.csv") -> Network:
     items = []
-    for row in csv.DictReader(text.splitlines()):
+    for row in _rows(filename):
         if row["network"] != name:
             continue
         g = {k: int(row[k]) for k in ("C", "H", "W", "K", "R", "S", "stride", "pad_h", "pad_w",
@@ -43,7 +87,7 @@ def _builtin(name: str, n: int) -> Network:
                         stride_w=g["stride"], dilation_h=g["dilation"],
                         dilation_w=g["dilation"], groups=g["groups"])
         items.append((row["tag"] or f"{name} layer {len(items) + 1}", p, g["count"]))
-    return merge_layers(name, "built-in (data/networks.csv)", items)
+    return merge_layers(name, f"built-in (data/{filename})", items)
 
 
 _RUN_FLAGS = {"-S", "--solution", "-V", "--verify", "-i", "--iter", "-t", "--time", "-b",
@@ -86,8 +130,8 @@ def load_network(spec: str, n: int | None = None) -> Network:
     Parameters
     ----------
     spec : str
-        A name from :data:`BUILTIN_NETWORKS` or a path (built-in names win: write
-        ``./resnet50`` for a file of that name).
+        A name from :data:`BUILTIN_NETWORKS` or :func:`corpus_networks`, or a path
+        (names win: write ``./resnet50`` for a file of that name).
     n : int, optional
         Batch size. Built-in networks use :data:`DEFAULT_BATCH` when omitted; files keep
         their own (``-n`` in each line, the model's batch dimension, 1 when symbolic).
@@ -102,6 +146,8 @@ def load_network(spec: str, n: int | None = None) -> Network:
     key = spec.strip().lower()
     if key in BUILTIN_NETWORKS:
         return _builtin(key, n if n is not None else DEFAULT_BATCH)
+    if key in {c.name for c in corpus_networks()}:
+        return _builtin(key, n if n is not None else DEFAULT_BATCH, "corpus.csv")
     path = Path(spec)
     kinds = (f"give a file of MIOpenDriver conv lines, an .onnx model, or a built-in name "
              f"({', '.join(BUILTIN_NETWORKS)})")
@@ -118,5 +164,6 @@ def load_network(spec: str, n: int | None = None) -> Network:
         return load_onnx(path, n)
     if path.is_file():
         return _driver_file(path, n)
-    raise NetworkError(f"network {spec!r} is neither a built-in ({', '.join(BUILTIN_NETWORKS)}) "
-                       "nor an existing file (MIOpenDriver conv lines, or an .onnx model)")
+    raise NetworkError(f"network {spec!r} is neither a built-in ({', '.join(BUILTIN_NETWORKS)}), "
+                       "a corpus network (`wticonv networks` lists them) nor an existing "
+                       "file (MIOpenDriver conv lines, or an .onnx model)")

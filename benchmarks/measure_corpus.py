@@ -1,0 +1,119 @@
+"""Measure every solver on the corpus's networks and on random probe problems, for replays.
+
+    python benchmarks/measure_corpus.py --networks dev -n 32 --device gpu --out m.csv
+    python benchmarks/measure_corpus.py --probes 300 -n 32 --device gpu --out p.csv
+
+Each distinct problem (a layer of any chosen network, or a random problem of
+:func:`wticonv.workloads.generator.random_problems`, in each direction) is measured once,
+however many networks share it: every applicable solver is timed as ``wticonv evaluate``
+times them (:func:`wticonv.measuring.evaluate.evaluate`: find mode without search, median
+of ``-i`` runs, ``--time-cap-ms``). One CSV row per (problem, solver), in the columns of
+``wticonv calibrate --csv`` plus the fallback's choice, so ``tools/heldout.py`` and
+``tools/replay_evaluate.py`` read it; the raw predictions are made uncalibrated (a fresh
+cache directory unless ``--keep-cache``).
+
+Rows are written as each problem is done, so a run stopped by ``--budget-s`` (or killed)
+keeps what it measured; ``--skip FILE`` leaves out the problems a file already holds, to
+go on in another run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+import time
+
+COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
+           "fallback_choice", "fastest", "device", "kind", "compute_units", "peak_flops",
+           "bandwidth", "launch_overhead_s")
+
+
+def problems_of(args) -> list:
+    from wticonv.measuring.bench import parse_directions
+    from wticonv.workloads.generator import random_problems
+    from wticonv.workloads.networks import corpus_networks, load_network
+
+    dirs = parse_directions(args.directions)
+    fwd: list = []
+    if args.probes:
+        fwd += random_problems(args.probes, args.n, seed=args.seed)
+    if args.networks:
+        names = []
+        for spec in args.networks.split(","):
+            names += ([c.name for c in corpus_networks(None if spec == "all" else spec)]
+                      if spec in ("dev", "test", "all") else [spec])
+        for name in names:
+            fwd += [layer.problem for layer in load_network(name, args.n).layers]
+    out: dict = {}
+    for p in fwd:
+        for d in dirs:
+            out.setdefault(p.with_direction(d))
+    return list(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--networks", default="", help="comma-separated corpus or built-in "
+                    "names, or dev / test / all (the corpus's splits)")
+    ap.add_argument("--probes", type=int, default=0, help="random problems to add")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("--directions", default="fwd,bwd,wrw")
+    ap.add_argument("-i", "--iterations", type=int, default=5)
+    ap.add_argument("--time-cap-ms", type=float, default=50.0)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--budget-s", type=float, default=float("inf"),
+                    help="stop (keeping what was measured) after this many seconds")
+    ap.add_argument("--skip", action="append", default=[], metavar="FILE",
+                    help="leave out the problems this CSV already holds")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="use the usual cache directory (its calibration and perf-db)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    if not args.keep_cache:
+        os.environ["WTICONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="wticonv-measure-")
+    import wticonv
+    from wticonv.measuring.evaluate import evaluate
+
+    skip = set()
+    for path in args.skip:
+        with open(path, newline="") as f:
+            skip |= {r["problem"] for r in csv.DictReader(f)}
+    todo = [p for p in problems_of(args) if p.key not in skip]
+    handle = wticonv.Handle(args.device)
+    dev = handle.device
+    figures = (dev.info.name, dev.kind, dev.info.compute_units, f"{dev.peak_flops:.6g}",
+               f"{dev.bandwidth:.6g}", f"{dev.launch_overhead_s:.6g}")
+    new = not os.path.exists(args.out) or os.path.getsize(args.out) == 0
+    t0 = time.monotonic()
+    done = 0
+    with open(args.out, "a", newline="") as f:
+        w = csv.writer(f)
+        if new:
+            w.writerow(COLUMNS)
+        for i, p in enumerate(todo):
+            if time.monotonic() - t0 > args.budget_s:
+                print(f"budget of {args.budget_s:g} s spent: {done} of {len(todo)} problems "
+                      "measured", file=sys.stderr)
+                break
+            for c in evaluate(handle, [p], args.iterations, args.time_cap_ms):
+                for sid, t in sorted(c.measured_ms.items(), key=lambda kv: kv[1]):
+                    pred = c.predicted_ms.get(sid)
+                    w.writerow([p.key, p.direction, sid, "" if pred is None else f"{pred:.6g}",
+                                f"{t:.6g}", int(c.chosen.get("fallback") == sid),
+                                int(c.best == sid), *figures[:2], *figures[2:]])
+            f.flush()
+            done += 1
+            if i % 50 == 0:
+                print(f"[{i + 1}/{len(todo)}] {time.monotonic() - t0:6.0f} s {p.key}",
+                      file=sys.stderr)
+    print(f"{done} problems measured in {time.monotonic() - t0:.0f} s to {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
