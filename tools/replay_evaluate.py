@@ -4,7 +4,8 @@ For developing WTI models without the device: ``wticonv calibrate --csv CAL.csv`
 ``wticonv evaluate NETWORK --csv EVAL.csv`` record what the device measured; this script
 re-predicts every solver with the current source (on a stand-in device with the measured
 device's compute units, peak and bandwidth), refits the calibration factors from the
-probe measurements exactly as ``wticonv calibrate`` does (wticonv.measuring.calibrate.fit_factors),
+probe measurements exactly as ``wticonv calibrate`` does (wticonv.measuring.calibrate.fit_factors
+and wticonv.measuring.correction_fit.fit_correction),
 lets immediate mode choose (wticonv.selection.ranking.select, calibrated, find-db ignored) and
 scores each choice by the measured times, as ``wticonv evaluate`` does.
 
@@ -29,21 +30,29 @@ import sys
 from wticonv.errors import KeyFormatError
 from wticonv.problem.conv import parse_key
 from wticonv.measuring.calibrate import fit_factors
+from wticonv.measuring.correction_fit import fit_correction
+from wticonv.selection.correction import FEATURES
 from wticonv.contract.registry import SolverRegistry
 from wticonv.selection.ranking import select
 from wticonv.testing.launches import RecordingDevice
 
 
-class _FactorStore:
-    """The part of a Store that selection reads: calibration factors, no perf-db."""
+class FitStore:
+    """The part of a Store that selection reads: calibration factors and learned
+    corrections (as ``wticonv calibrate`` stores them), no perf-db."""
 
-    def __init__(self, registry, factors):
-        self._factors = {key: (registry.solvers[key.split("@")[0]].version, f)
-                         for key, (f, _) in factors.items()
-                         if key.split("@")[0] in registry.solvers}
+    def __init__(self, registry, factors=None, correction=None):
+        ver = {sid: e.version for sid, e in registry.solvers.items()}
+        self._factors = {k: (ver[k.split("@")[0]], f) for k, (f, _) in (factors or {}).items()
+                         if k.split("@")[0] in ver}
+        self._models = {sid: (ver[sid], FEATURES, coef)
+                        for sid, (coef, _) in (correction or {}).items() if sid in ver}
 
     def get_calibration(self, device_key):
         return self._factors
+
+    def get_correction(self, device_key):
+        return self._models
 
     def get_perf_records(self, device_key):
         return {}
@@ -164,7 +173,7 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
         pred = predicted[r["problem"]].get(r["solver"])
         if pred:
             runs.append((p, r["solver"], pred, float(r["measured_ms"])))
-    device.store = _FactorStore(registry, fit_factors(runs))
+    device.store = FitStore(registry, fit_factors(runs), fit_correction(runs, device))
     measured = collections.defaultdict(dict)
     for r in eval_rows:
         if r["measured_ms"]:

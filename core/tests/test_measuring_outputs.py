@@ -20,7 +20,7 @@ NET = "conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1\n"
 def cli_env(own_store, monkeypatch, tmp_path):
     from wticonv.measuring import calibrate as cal
     monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
-    monkeypatch.setattr(cal, "_probes", lambda n: [
+    monkeypatch.setattr(cal, "_probes", lambda kind, n: [
         ConvProblem(1, 4, 6, 6, 4, 3, 3, pad_h=1, pad_w=1, direction=d)
         for d in ("fwd", "bwd", "wrw")])
     net = tmp_path / "net.txt"
@@ -115,7 +115,7 @@ def test_calibrations_take_turns(own_handle, monkeypatch):
         return real(name, waiting)
 
     monkeypatch.setattr(store, "exclusive", exclusive)
-    monkeypatch.setattr(cal, "_probes", lambda n: [ConvProblem(1, 4, 6, 6, 4, 3, 3)])
+    monkeypatch.setattr(cal, "_probes", lambda kind, n: [ConvProblem(1, 4, 6, 6, 4, 3, 3)])
     cal.calibrate(own_handle, iterations=1)
     assert "calibrate" in held
 

@@ -27,7 +27,7 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
 
     probes = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
               for d in ("fwd", "bwd", "wrw")]
-    monkeypatch.setattr(cal, "_probes", lambda n: probes)
+    monkeypatch.setattr(cal, "_probes", lambda kind, n: probes)
     monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
     net = tmp_path / "net.txt"
     net.write_text("conv -n 2 -c 16 -H 12 -W 12 -k 16 -y 1 -x 1\n"

@@ -257,30 +257,47 @@ def _print_evaluation(cases, summary) -> None:
 @_trace_option
 @_json_option
 @_device_option
-@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Batch size of the probe problems.")
+@click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
+              help="Measure every probe at this batch size (default: batch sizes 1-64 on "
+                   "GPUs, 1-8 on CPUs).")
+@click.option("--budget-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds of probe measurements (default: 40 on GPUs, 200 on CPUs); more "
+                   "probes fit the correction better.")
+@click.option("--from-find-db", is_flag=True,
+              help="Fit to this device's find-db records too (from `wticonv find` and "
+                   "`evaluate` runs), so that your own find runs improve the fallback.")
 @click.option("--csv", "csv_path", default=None, metavar="FILE",
               help="Also write every probe measurement (problem, direction, solver, raw "
                    "predicted and measured ms) to this CSV file.")
-def calibrate(as_json, device, n, csv_path) -> int:
-    """Fit per-device corrections to the solvers' WTI models (seconds to a minute).
+def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
+    """Fit per-device corrections to the solvers' WTI models (under a minute on a GPU).
 
-    Every applicable solver runs on 33 probe problems (11 kinds of layer from ResNet-50,
-    MobileNetV2 and Inception-v3, three directions); each solver's factor per direction,
-    the median of predicted / measured time, is stored for this device and multiplies its
-    WTI from then on (`explain` shows the raw and the calibrated WTI).
+    Every applicable solver runs on random realistic probe problems (every kind of layer,
+    several batch sizes, three directions) for a time budget. Per solver, a learned
+    correction (a ridge regression of measured / predicted time on the problem's features:
+    sizes, parallel work against the device, reduction length, picture, filter, stride,
+    groups) is stored for this device and corrects its WTI per problem from then on
+    (`explain` shows the raw and the calibrated WTI). The table shows each solver's median
+    factor (predicted / measured) per direction.
     """
+    import time
+
+    from wticonv.measuring.calibrate import BUDGET_S
     from wticonv.measuring.calibrate import calibrate as run_calibration
 
     _writable(csv_path, "--csv")
     handle = _handle(device)
+    start = time.monotonic()
+    budget = budget_s or BUDGET_S.get(handle.device.kind, BUDGET_S["cpu"])
 
     def progress(i, count, p):
         if not as_json:
-            print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
+            print(f"[probe {i + 1}, {time.monotonic() - start:.0f}/{budget:.0f} s] {p.key}",
+                  file=sys.stderr)
 
     measured: list = []
-    factors = run_calibration(handle, n, progress=progress, measurements=measured)
+    factors = run_calibration(handle, n, progress=progress, measurements=measured,
+                              budget_s=budget, from_find_db=from_find_db)
     if as_json:
         _emit_json({"device": handle.device.info.name,
                     "factors": {sid: {"factor": f, "probes": k}

@@ -8,6 +8,7 @@ with a warning and ignored (and, in the perf-db, deleted), never trusted.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import time
@@ -55,6 +56,13 @@ class Records:
             conn.execute("DELETE FROM find_db WHERE device_key = ? AND problem_key = ?",
                          (device_key, problem_key))
             conn.executemany("INSERT INTO find_db VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def find_problem_keys(self, device_key: str) -> list[str]:
+        """The problem keys the find-db holds records of for one device, sorted."""
+        rows = self._connect().execute(
+            "SELECT DISTINCT problem_key FROM find_db WHERE device_key = ? ORDER BY "
+            "problem_key", (device_key,)).fetchall()
+        return [r[0] for r in rows]
 
     def get_find_records(self, device_key: str, problem_key: str) -> dict[str, tuple]:
         """``{solver_id: (solver_version, workspace_bytes, time_ms, runs, capped)}`` for one
@@ -122,6 +130,57 @@ class Records:
                 continue
             out[sid] = (ver, float(f))
         self._factors[device_key] = out
+        return out
+
+    def put_correction(self, device_key: str, models) -> None:
+        """Replace a device's learned WTI corrections (:mod:`wticonv.selection.correction`),
+        in one transaction.
+
+        ``models``: iterable of ``(solver_id, solver_version, feature names, coefficients,
+        runs)``, one coefficient per feature.
+
+        Raises
+        ------
+        ValueError
+            If the coefficients are not finite or not one per feature (nothing written).
+        """
+        rows = []
+        for sid, ver, names, coefs, runs in models:
+            coefs = [float(c) for c in coefs]
+            if len(coefs) != len(names) or not all(math.isfinite(c) for c in coefs):
+                raise ValueError(f"the correction of {sid} must have one finite coefficient "
+                                 f"per feature ({len(names)}), not {coefs!r:.80}")
+            rows.append((device_key, str(sid), str(ver), json.dumps(list(names)),
+                         json.dumps(coefs), int(runs), time.time()))
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM calibration_models WHERE device_key = ?", (device_key,))
+            conn.executemany("INSERT INTO calibration_models VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             rows)
+        self._factors.pop(("models", device_key), None)
+
+    def get_correction(self, device_key: str) -> dict[str, tuple[str, tuple, list[float]]]:
+        """``{solver_id: (solver_version, feature names, coefficients)}`` of a device
+        (cached in memory until this store writes new ones); unreadable rows are left out
+        with a warning."""
+        cached = self._factors.get(("models", device_key))
+        if cached is not None:
+            return cached
+        rows = self._connect().execute(
+            "SELECT solver_id, solver_version, features, coefficients FROM "
+            "calibration_models WHERE device_key = ?", (device_key,)).fetchall()
+        out = {}
+        for sid, ver, names, coefs in rows:
+            try:
+                names, coefs = tuple(json.loads(names)), [float(c) for c in json.loads(coefs)]
+                ok = len(names) == len(coefs) and all(math.isfinite(c) for c in coefs)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                warnings.warn(f"wticonv: ignoring a corrupt learned correction of {sid!r}; "
+                              "run `wticonv calibrate` again", stacklevel=2)
+                continue
+            out[sid] = (ver, names, coefs)
+        self._factors[("models", device_key)] = out
         return out
 
     # ------------------------------------------------------------------------ perf-db

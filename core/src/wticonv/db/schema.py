@@ -52,6 +52,16 @@ CREATE TABLE IF NOT EXISTS calibration (
     measured_at REAL NOT NULL,
     PRIMARY KEY (device_key, solver_id)
 );
+CREATE TABLE IF NOT EXISTS calibration_models (
+    device_key TEXT NOT NULL,
+    solver_id TEXT NOT NULL,
+    solver_version TEXT NOT NULL,
+    features TEXT NOT NULL,
+    coefficients TEXT NOT NULL,
+    runs INTEGER NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (device_key, solver_id)
+);
 CREATE TABLE IF NOT EXISTS perf_db (
     device_key TEXT NOT NULL,
     problem_key TEXT NOT NULL,
@@ -84,10 +94,12 @@ _COLUMNS = {
                 "time_ms", "runs", "capped", "measured_at"},
     "calibration": {"device_key", "solver_id", "solver_version", "factor", "probes",
                     "measured_at"},
+    "calibration_models": {"device_key", "solver_id", "solver_version", "features",
+                           "coefficients", "runs", "measured_at"},
     "perf_db": {"device_key", "problem_key", "solver_id", "solver_version", "perf_config",
                 "time_ms", "default_ms", "tuned_at"},
 }
 _TABLES = ("device_figures", "launch_overhead", "device_unusable", "device_verdicts",
            "program_binaries", "find_db",
-           "calibration",
+           "calibration", "calibration_models",
            "perf_db")

@@ -1,60 +1,81 @@
-"""Per-device corrections to the solvers' WTI models, fitted to a few measured problems.
+"""Per-device corrections to the solvers' WTI models, fitted to measured probe problems.
 
-Each solver's WTI model predicts a time from the device's measured peak and bandwidth and
-constants measured on the development machines; on another machine, or another driver,
-a solver may run uniformly faster or slower than its model says. :func:`calibrate`
-measures every applicable solver on the probe problems (:data:`PROBES`: eleven kinds of
-layer found in ResNet-50, MobileNetV2 and Inception-v3 — 3x3 on large and small pictures,
-strided 3x3, the 7x7 stem, depthwise 3x3, 1x7, and 1x1 on large, medium and small
-pictures, with short and long reductions and at stride 2 — in three directions) and
-stores, per solver and direction, the median of predicted time / measured time as a
-factor:
+Each solver's WTI model predicts a time from the device's measured peak, bandwidth and
+launch overhead and constants measured on the development machines; on another machine,
+or another driver, a solver runs faster or slower than its model says, and by how much
+depends on the problem (how many work-items it has, how long its reductions are, groups,
+small pictures). :func:`calibrate` measures every applicable solver on probe problems
+(:func:`probe_problems`: random realistic layers of every kind,
+:func:`wticonv.workloads.generator.random_problems`, at several batch sizes, in every
+direction) for a time budget, and fits per solver:
 
-    calibrated WTI = raw WTI x factor(solver, direction)
+- the learned correction, a ridge regression of log(measured / predicted) on the problem's
+  features (:mod:`wticonv.measuring.correction_fit`, :mod:`wticonv.selection.correction`),
+  which selection applies per problem;
+- a factor per solver and direction, the median of predicted / measured time, shrunk
+  towards the solver's all-directions median (:func:`fit_factors`), shown by ``wticonv
+  calibrate`` and applied to solvers the store holds no correction for:
+
+    calibrated WTI = raw WTI x factor(solver, problem)
 
 (the WTI is inversely proportional to the predicted time, so a solver measured twice as
-slow as predicted gets factor 0.5). Selection multiplies every WTI by its solver's factor
-when the database holds one for this device and the solver's installed version
-(:func:`wticonv.selection.calibration.apply_factors`); ``wticonv explain`` shows the raw
-and the calibrated WTI. A
-solver with no probe in a direction gets its all-directions factor there (the median over
-every probe it ran); a direction's own factor is shrunk towards it (:func:`calibrate`).
-Factors are stored under ``<solver>@<direction>`` and ``<solver>``. A factor fitted to
-another solver version is ignored. ``wticonv cache --clear`` deletes them with everything
-else.
+slow as predicted gets factor 0.5). ``from_find_db`` adds every find-db record of the
+device to the fit (``wticonv calibrate --from-find-db``): a user's own find runs then
+improve the fallback on problems nobody measured. A fit to another solver version is
+ignored; ``wticonv cache --clear`` deletes it with everything else.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
+import time
 import warnings
 
 from wticonv.errors import WticonvError
 from wticonv.problem.conv import ConvProblem
+from wticonv.workloads.generator import random_problems
 
-__all__ = ["PROBES", "SHRINK_PROBES", "calibrate", "fit_factors"]
+__all__ = ["PROBE_BATCHES", "BUDGET_S", "SHRINK_PROBES", "calibrate", "fit_factors",
+           "probe_problems"]
+
+#: Batch sizes the probes are drawn at, per device kind (the batch sizes frameworks run
+#: at: inference at 1, training at 8-64 on GPUs, smaller on CPUs).
+PROBE_BATCHES = {"gpu": (1, 2, 4, 8, 16, 32, 64), "cpu": (1, 2, 4, 8)}
+
+#: Default measuring budget of a calibration per device kind, in seconds (issue 18: at most
+#: 60 s on the H200 and 5 min on a 2-core CPU, with the set-up and the fit).
+BUDGET_S = {"gpu": 40.0, "cpu": 200.0}
+
+#: Most direct-algorithm FLOPs of one probe, per device kind: a solver's slowest run on it
+#: stays within a second or so (a naive kernel at a few GFLOP/s on a 2-core CPU).
+PROBE_MAX_FLOPS = {"gpu": 2e11, "cpu": 2e9}
+
+#: The seed of the probe draw: every calibration measures the same probes, in order.
+PROBE_SEED = 18
 
 
-def _probes(n: int) -> list[ConvProblem]:
-    shapes = [
-        ConvProblem(n, 64, 56, 56, 64, 3, 3, pad_h=1, pad_w=1),
-        ConvProblem(n, 256, 28, 28, 128, 1, 1),
-        ConvProblem(n, 512, 7, 7, 512, 3, 3, pad_h=1, pad_w=1),
-        ConvProblem(n, 128, 28, 28, 256, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
-        ConvProblem(n, 3, 112, 112, 32, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
-        ConvProblem(n, 144, 28, 28, 144, 3, 3, pad_h=1, pad_w=1, groups=144),
-        ConvProblem(n, 160, 17, 17, 160, 1, 7, pad_h=0, pad_w=3),
-        ConvProblem(n, 2048, 8, 8, 448, 1, 1),
-        ConvProblem(n, 64, 56, 56, 256, 1, 1),
-        ConvProblem(n, 768, 17, 17, 192, 1, 1),
-        ConvProblem(n, 512, 28, 28, 1024, 1, 1, stride_h=2, stride_w=2),
-    ]
-    return [p.with_direction(d) for p in shapes for d in ("fwd", "bwd", "wrw")]
+def probe_problems(kind: str, count: int = 600, n: int | None = None) -> list[ConvProblem]:
+    """The first ``count`` probes of a ``kind`` ("gpu"/"cpu") device: random realistic
+    problems, each at a batch size drawn from :data:`PROBE_BATCHES` (``n``: all at that
+    one), halved while over :data:`PROBE_MAX_FLOPS`, in a direction drawn at random. Any
+    prefix covers every kind of layer, so a calibration cut short by its budget is still a
+    sample of the whole space."""
+    rng = random.Random(PROBE_SEED)
+    batches = PROBE_BATCHES.get(kind, PROBE_BATCHES["cpu"])
+    cap = PROBE_MAX_FLOPS.get(kind, PROBE_MAX_FLOPS["cpu"])
+    out = []
+    for p in random_problems(count, 1, seed=PROBE_SEED):
+        b = n or rng.choice(batches)
+        while n is None and b > 1 and p.flops * b > cap:
+            b //= 2
+        out.append(p.with_batch(b).with_direction(rng.choice(("fwd", "bwd", "wrw"))))
+    return out
 
 
-#: The probe problems at N=4 (``calibrate(..., n=...)`` chooses another batch size).
-PROBES = _probes(4)
+def _probes(kind: str, n: int | None) -> list[ConvProblem]:
+    return probe_problems(kind, n=n)
 
 
 #: Per-direction factors are shrunk towards the solver's all-directions factor as if it
@@ -64,18 +85,20 @@ PROBES = _probes(4)
 SHRINK_PROBES = 2
 
 
-def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.0,
-              progress=None, measurements: list | None = None) -> dict[str, tuple[float, int]]:
-    """Measure every applicable solver on the probe problems at batch size ``n`` and store
-    each solver's factors (predicted / measured time) for ``handle``'s device.
+def calibrate(handle, n: int | None = None, iterations: int = 5, time_cap_ms: float = 200.0,
+              progress=None, measurements: list | None = None,
+              budget_s: float | None = None, from_find_db: bool = False
+              ) -> dict[str, tuple[float, int]]:
+    """Measure every applicable solver on the probe problems for ``budget_s`` seconds
+    (default :data:`BUDGET_S` of the device's kind) and store each solver's learned
+    correction and factors for ``handle``'s device.
 
     Each solver's time on a probe is the median of ``iterations`` timed runs (after a
     warm-up; fewer once ``time_cap_ms`` of kernel time is spent; the solvers' runs
     interleaved, :func:`wticonv.measuring.timing.timed_together`), the statistic find mode
-    and :mod:`wticonv.measuring.evaluate` judge by. A solver's all-directions factor is the median
-    over every probe it ran; its factor for a direction is the median over that
-    direction's probes, shrunk towards the all-directions one (:data:`SHRINK_PROBES`):
-    geometric mean weighted by probe counts.
+    and :mod:`wticonv.measuring.evaluate` judge by. ``n`` measures every probe at that
+    batch size (default: several, :data:`PROBE_BATCHES`). ``from_find_db`` adds the
+    device's find-db records to the fit (solvers of the installed version only).
 
     Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
     ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
@@ -87,38 +110,75 @@ def calibrate(handle, n: int = 4, iterations: int = 5, time_cap_ms: float = 200.
     Calibrations sharing a cache directory run one at a time (a lock file): two at once
     would slow each other's probes and store factors of a contended machine.
     """
+    from wticonv.measuring.correction_fit import fit_correction
+    from wticonv.selection.correction import FEATURES
+
     def waiting():
         warnings.warn("wticonv: another calibration is running in this cache directory; "
                       "waiting for it to end", stacklevel=3)
 
-    with handle.device.store.exclusive("calibrate", waiting):
-        runs = _measure_probes(handle, _probes(n), iterations, time_cap_ms, progress)
-        factors = fit_factors(runs)
-        handle.device.store.put_calibration(
-            handle.device.key,
-            [(key, handle.registry.solvers[key.split("@")[0]].version, f, k)
-             for key, (f, k) in factors.items()])
+    dev = handle.device
+    budget = BUDGET_S.get(dev.kind, BUDGET_S["cpu"]) if budget_s is None else budget_s
+    with dev.store.exclusive("calibrate", waiting):
+        runs = _measure_probes(handle, _probes(dev.kind, n), iterations, time_cap_ms,
+                               progress, budget)
+        fitted = runs + (_find_db_runs(handle) if from_find_db else [])
+        factors = fit_factors(fitted)
+        versions = {sid: e.version for sid, e in handle.registry.solvers.items()}
+        dev.store.put_calibration(
+            dev.key, [(key, versions[key.split("@")[0]], f, k) for key, (f, k) in
+                      factors.items()])
+        dev.store.put_correction(
+            dev.key, [(sid, versions[sid], FEATURES, coef, k) for sid, (coef, k) in
+                      fit_correction(fitted, dev).items()])
     if measurements is not None:
         measurements.extend(runs)
     handle.forget_selections()
     return factors
 
 
-def _measure_probes(handle, probes, iterations, time_cap_ms, progress) -> list:
-    """``(problem, solver_id, raw predicted ms, measured ms)`` of every applicable solver
-    on every probe."""
-    from wticonv.measuring.timing import timed_together
+def _raw_predictions(handle, p) -> dict[str, float]:
     from wticonv.selection.ranking import select
 
+    model = select(handle.registry, p, handle.device, measured=False, calibrated=False)
+    return {v.solver_id: v.predicted_ms for v in model.verdicts
+            if v.applicable and v.predicted_ms}
+
+
+def _find_db_runs(handle) -> list:
+    """``(problem, solver_id, raw predicted ms, measured ms)`` of every find-db record of
+    the device whose solver version is installed."""
+    from wticonv.problem.conv import parse_key
+
+    store, key = handle.device.store, handle.device.key
+    runs = []
+    for pkey in store.find_problem_keys(key):
+        try:
+            p = parse_key(pkey)
+            predicted = _raw_predictions(handle, p)
+        except WticonvError:
+            continue
+        for sid, (ver, _ws, t, _n, _capped) in store.get_find_records(key, pkey).items():
+            entry = handle.registry.solvers.get(sid)
+            if entry is not None and entry.version == ver and sid in predicted:
+                runs.append((p, sid, predicted[sid], t))
+    return runs
+
+
+def _measure_probes(handle, probes, iterations, time_cap_ms, progress, budget_s) -> list:
+    """``(problem, solver_id, raw predicted ms, measured ms)`` of every applicable solver
+    on the probes, in order, until ``budget_s`` seconds are spent."""
+    from wticonv.measuring.timing import timed_together
+
     runs: list = []
+    start = time.monotonic()
     for i, p in enumerate(probes):
+        if time.monotonic() - start > budget_s:
+            break
         if progress is not None:
             progress(i, len(probes), p)
         try:
-            model = select(handle.registry, p, handle.device, measured=False,
-                           calibrated=False)
-            predicted = {v.solver_id: v.predicted_ms for v in model.verdicts
-                         if v.applicable and v.predicted_ms}
+            predicted = _raw_predictions(handle, p)
             timings = timed_together(handle, p, iterations, time_cap_ms, None,
                                      dict.fromkeys(predicted))
             runs.extend((p, sid, predicted[sid], t[0]) for sid, t in timings.items()

@@ -178,9 +178,11 @@ class Device:
                                                      keep_best=True)
             self._figures.peak_flops, self._figures.bandwidth = peak, bw
         moved = old is not None and max(abs(peak / old[0] - 1), abs(bw / old[1] - 1))
-        if moved and moved > FIGURES_TOLERANCE and self.store.get_calibration(self.key):
+        if moved and moved > FIGURES_TOLERANCE and (self.store.get_calibration(self.key)
+                                                     or self.store.get_correction(self.key)):
             # The factors correct predictions made from the old figures: they no longer fit.
             self.store.put_calibration(self.key, [])
+            self.store.put_correction(self.key, [])
             warnings.warn(f"wticonv: {self.info.name}'s measured figures changed (peak "
                           f"{old[0] / 1e9:.1f} -> {peak / 1e9:.1f} GFLOP/s, bandwidth "
                           f"{old[1] / 1e9:.1f} -> {bw / 1e9:.1f} GB/s); its calibration was "

@@ -1,37 +1,48 @@
-"""The calibration's reader: per-device correction factors of the WTI models.
+"""The calibration's reader: per-device corrections of the WTI models.
 
-``wticonv calibrate`` (:mod:`wticonv.measuring.calibrate`) fits and writes the factors;
-selection applies them here, per solver and direction (else the solver's all-directions
-factor), for the installed solver version only.
+``wticonv calibrate`` (:mod:`wticonv.measuring.calibrate`) fits and writes them; selection
+applies them here, for the installed solver version only: a solver's learned correction
+(:mod:`wticonv.selection.correction`) where the store holds one, else its factor per
+direction (else its all-directions factor).
 """
 
 from __future__ import annotations
 
 from wticonv.errors import WticonvError
+from wticonv.selection.correction import FEATURES, correction_factor, features
 
 __all__ = ["apply_factors"]
 
 
-def apply_factors(registry, device, verdicts, direction: str | None = None) -> None:
-    """Multiply each applicable verdict's WTI by its solver's stored factor for
-    ``direction`` (else its all-directions factor), keeping the raw WTI in ``raw_wti``;
-    used by selection."""
+def apply_factors(registry, device, verdicts, direction: str | None = None,
+                  problem=None) -> None:
+    """Multiply each applicable verdict's WTI by its solver's correction for ``problem``
+    (given) or stored factor for ``direction`` (else its all-directions factor), keeping
+    the raw WTI in ``raw_wti``; used by selection."""
     store = device.store   # None on stand-in devices (contract.protocols.DeviceLike)
     if store is None:
         return
     try:
         factors = store.get_calibration(device.key)
+        get_correction = getattr(store, "get_correction", None)   # stand-in stores lack it
+        models = get_correction(device.key) if problem is not None and get_correction else {}
     except WticonvError:
         return
-    if not factors:
+    if not factors and not models:
         return
     for v in verdicts:
-        rec = factors.get(f"{v.solver_id}@{direction}") or factors.get(v.solver_id)
-        if rec is None or v.wti is None or v.wti <= 0:
+        if v.wti is None or v.wti <= 0:
             continue
-        version, factor = rec
-        if version != registry.solvers[v.solver_id].version:
-            continue
+        version = registry.solvers[v.solver_id].version
+        model = models.get(v.solver_id)
+        if model is not None and model[0] == version and model[1] == FEATURES \
+                and v.predicted_ms:
+            factor = correction_factor(model[2], features(problem, device, v.predicted_ms))
+        else:
+            rec = factors.get(f"{v.solver_id}@{direction}") or factors.get(v.solver_id)
+            if rec is None or rec[0] != version:
+                continue
+            factor = rec[1]
         v.raw_wti = v.wti
         v.wti = v.wti * factor
         v.predicted_ms = v.predicted_ms / factor if v.predicted_ms else v.predicted_ms

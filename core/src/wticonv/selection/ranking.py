@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from wticonv.problem.conv import ConvProblem
     from wticonv.runtime.device import Device
 
-__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg"]  # Verdict, Selection:
+__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg", "rank_key"]  # Verdict, Selection:
 # defined in wticonv.selection.verdicts, kept here for callers of the old module
 
 
@@ -262,7 +262,7 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     if solver is not None:
         return _forced(problem, device, verdicts, solver, workspace_limit)
     if calibrated:
-        apply_factors(registry, device, verdicts, problem.direction)
+        apply_factors(registry, device, verdicts, problem.direction, problem)
     if measured:
         apply_records(registry, device, problem, verdicts)
     return _ranked(registry, problem, device, verdicts, workspace_limit)
@@ -309,14 +309,20 @@ def _forced(problem: ConvProblem, device: Device, verdicts: list[Verdict], solve
     return Selection(problem, [v] + others, v, "forced", workspace_limit, [v])
 
 
+def rank_key(v: Verdict) -> tuple:
+    """Immediate mode's order of candidates: the measured (find-db) time where known, else
+    the predicted; then WTI (descending), workspace and solver id."""
+    return (v.measured_ms if v.measured_ms is not None else v.predicted_ms, -v.wti,
+            v.workspace, v.solver_id)
+
+
 def _ranked(registry: SolverRegistry, problem: ConvProblem, device: Device,
             verdicts: list[Verdict], workspace_limit: int | None) -> Selection:
     """Immediate mode's order of the candidates (NoApplicableSolverError if none): by time,
     the measured (find-db) where known, else the predicted (the WTI's order); then WTI,
     workspace and solver id."""
     candidates = [v for v in verdicts if v.applicable and not v.reason]
-    candidates.sort(key=lambda v: (v.measured_ms if v.measured_ms is not None
-                                   else v.predicted_ms, -v.wti, v.workspace, v.solver_id))
+    candidates.sort(key=rank_key)
     for i, v in enumerate(candidates, 1):
         v.rank = i
     if not candidates:

@@ -1,0 +1,97 @@
+"""The learned per-device correction of the WTI models: what selection applies.
+
+A solver's WTI model predicts its time from the device's measured peak, bandwidth and
+launch overhead. What the models leave out (how few work-items a problem has against what
+the device holds, long serial reductions, grouped and depthwise reductions, small
+pictures, the driver's own compiler) differs per device and per solver, so
+``wticonv calibrate`` measures the solvers on a set of probe problems that covers these
+features and fits, per solver, a linear model of the log of measured over predicted time
+(:mod:`wticonv.measuring.correction_fit`):
+
+    log(measured / predicted) ~ coef(solver) . features(problem, device, predicted)
+
+and selection multiplies each raw WTI by ``exp(-coef . features)`` (the WTI is inversely
+proportional to the predicted time). The features (:data:`FEATURES`) are those of cost
+models such as TVM's AutoTVM and Ansor (Chen et al., *Learning to Optimize Tensor
+Programs*, NeurIPS 2018; Zheng et al., OSDI 2020: loop extents, parallelism, reduction
+length) and MIOpen's TunaNet (the problem's sizes, filter, stride, groups and direction),
+in log space: sizes, the parallel work of the direction's output against the device's
+resident work-items, the serial reduction length, the picture, the filter, stride,
+groups and depthwise, and the predicted time itself (where launch latency dominates).
+
+A correction fitted to another solver version, or to other features, is ignored.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["FEATURES", "features", "correction_factor", "resident_work_items"]
+
+#: Names of the features, in the order of :func:`features` (stored with each fit; a
+#: stored fit of other features is not applied).
+FEATURES = (
+    "bias", "bwd", "wrw", "log_predicted_ms", "starved", "wrw_starved", "log_reduction",
+    "wrw_log_reduction", "log_picture", "log_channels_in", "log_channels_out", "log_batch",
+    "one_by_one", "strided", "large_filter", "grouped", "depthwise", "wrw_grouped",
+    "wrw_depthwise", "dilated",
+)
+
+#: Work-items a compute unit holds at once, per device kind: an NVIDIA SM holds 2048
+#: resident threads (CUDA C Programming Guide, *Compute Capabilities*, compute
+#: capability 9.0); a CPU core runs one work-group at a time, taken here as 16 SIMD lanes
+#: x 4 work-items in flight.
+WORK_ITEMS_PER_UNIT = {"gpu": 2048, "cpu": 64}
+
+
+def resident_work_items(device) -> int:
+    """Work-items ``device`` holds at once (compute units x :data:`WORK_ITEMS_PER_UNIT`)."""
+    return device.info.compute_units * WORK_ITEMS_PER_UNIT.get(device.kind, 64)
+
+
+def _log(x: float) -> float:
+    return math.log(max(x, 1.0))
+
+
+def features(problem, device, predicted_ms: float) -> tuple[float, ...]:
+    """The :data:`FEATURES` of ``problem`` on ``device`` for a solver predicting
+    ``predicted_ms`` (its raw, uncalibrated prediction): one float each.
+
+    Parallel work is the output of the direction's product (fwd: N K Ho Wo; bwd: N C H W;
+    wrw: K C/g R S), its serial reduction the other operand's length (fwd: C/g R S; bwd:
+    K/g R S / strides; wrw: N Ho Wo); ``starved`` is ``min(0, log(work / resident
+    work-items))``, zero once the device is full.
+    """
+    p = problem
+    d = p.direction
+    cg, kg = p.c // p.groups, p.k // p.groups
+    if d == "fwd":
+        work, reduction = p.n * p.k * p.ho * p.wo, cg * p.r * p.s
+    elif d == "bwd":
+        work = p.n * p.c * p.h * p.w
+        reduction = kg * p.r * p.s / (p.stride_h * p.stride_w)
+    else:
+        work, reduction = p.k * cg * p.r * p.s, p.n * p.ho * p.wo
+    starved = min(0.0, math.log(max(work, 1) / resident_work_items(device)))
+    wrw = 1.0 if d == "wrw" else 0.0
+    depthwise = 1.0 if p.is_depthwise else 0.0
+    grouped = 1.0 if p.groups > 1 and not p.is_depthwise else 0.0
+    log_reduction = _log(reduction)
+    return (
+        1.0, 1.0 if d == "bwd" else 0.0, wrw,
+        math.log(max(predicted_ms, 1e-6)),
+        starved, wrw * starved, log_reduction, wrw * log_reduction,
+        _log(p.h * p.w), _log(cg), _log(kg), _log(p.n),
+        1.0 if p.r == p.s == 1 else 0.0,
+        1.0 if p.stride_h * p.stride_w > 1 else 0.0,
+        1.0 if p.r * p.s >= 25 else 0.0,
+        grouped, depthwise, wrw * grouped, wrw * depthwise,
+        1.0 if p.dilation_h * p.dilation_w > 1 else 0.0,
+    )
+
+
+def correction_factor(coefs, feats) -> float:
+    """The WTI multiplier of one solver: ``exp(-coefs . feats)``, the exponent clipped to
+    +-5 (a factor between 1/148 and 148) so that no extrapolation goes wild."""
+    z = sum(c * f for c, f in zip(coefs, feats))
+    return math.exp(-max(-5.0, min(5.0, z)))
