@@ -135,8 +135,9 @@ def test_evaluate_scores_the_fallback_against_the_fastest(own_handle, tmp_path):
     from wticonv.measuring.evaluate import RULES, evaluate, summarize, write_csv
 
     problems = [P, P.with_direction("wrw"), ConvProblem(1, 16, 10, 10, 24, 1, 1)]
-    cases = evaluate(own_handle, problems, iterations=2)
+    cases = evaluate(own_handle, problems, iterations=2, counts={problems[2]: 4})
     assert [c.problem for c in cases] == problems
+    assert [c.count for c in cases] == [1, 1, 4]
     for c in cases:
         assert c.measured_ms[c.best] == min(c.measured_ms.values())
         assert c.slowdown["fallback"] >= 1.0
@@ -148,12 +149,19 @@ def test_evaluate_scores_the_fallback_against_the_fastest(own_handle, tmp_path):
     fb = s["fallback"]
     assert fb["cases"] == 3 and 0 <= fb["top1"] <= fb["within_10pct"] <= 1
     assert fb["worst_slowdown"] >= fb["mean_slowdown"] >= 1.0
+    chosen = sum(c.count * c.measured_ms[c.chosen["fallback"]] for c in cases)
+    assert fb["time_weighted"] == pytest.approx(
+        chosen / sum(c.count * c.measured_ms[c.best] for c in cases))
+    assert fb["time_weighted"] <= fb["worst_slowdown"]
     path = tmp_path / "m.csv"
     write_csv(cases, path)
     lines = path.read_text().splitlines()
-    assert lines[0].startswith("problem,direction,solver,predicted_ms,measured_ms")
+    assert lines[0] == ("problem,direction,solver,predicted_ms,measured_ms,fallback_choice,"
+                        "fastest,count")
     assert len(lines) == 1 + sum(len(c.measured_ms) for c in cases)
-    assert sum(line.endswith(",1") for line in lines[1:]) == 3      # one fastest per case
+    assert sum(line.endswith(",1,1") or line.endswith(",1,4")
+               for line in lines[1:]) == 3                          # one fastest per case
+    assert sum(line.endswith(",4") for line in lines[1:]) == len(cases[2].measured_ms)
 
 
 def test_evaluate_plot(tmp_path, own_handle):

@@ -88,10 +88,15 @@ def test_a_csv_that_cannot_be_written_at_the_end_keeps_the_summary(cli_env, caps
 
 def test_csvs_record_the_device(cli_env, capsys, tmp_path):
     net, _ = cli_env
+    net.write_text(NET * 2)                  # one layer that occurs twice
     assert main(["calibrate", "--csv", str(tmp_path / "c.csv")]) == 0
     assert main(["evaluate", str(net), "-i", "1", "--csv", str(tmp_path / "e.csv")]) == 0
     out = capsys.readouterr().out
     assert out.index("calibrated ") < out.index("rule")
+    head = next(line for line in out.splitlines() if line.startswith("rule"))
+    assert head.split()[-1] == "time-wtd"
+    fallback = next(line for line in out.splitlines() if line.startswith("fallback "))
+    assert float(fallback.split()[-1]) >= 1.0 and out.count(" x2 ") == 3   # 3 directions
     import wticonv
 
     dev = wticonv.Handle().device
@@ -102,6 +107,7 @@ def test_csvs_record_the_device(cli_env, capsys, tmp_path):
     assert float(cal[0]["peak_flops"]) == pytest.approx(dev.peak_flops, rel=1e-5)
     assert float(cal[0]["bandwidth"]) == pytest.approx(dev.bandwidth, rel=1e-5)
     assert {(r["device"], r["kind"]) for r in ev} == {(dev.info.name, dev.kind)}
+    assert list(ev[0])[-3:] == ["count", "device", "kind"] and {r["count"] for r in ev} == {"2"}
 
 
 def test_calibrations_take_turns(own_handle, monkeypatch):
@@ -185,3 +191,12 @@ def test_written_files_are_named(cli_env, capsys, tmp_path):
     out = tmp_path / "e.csv"
     assert main(["evaluate", str(net), "-i", "1", "--csv", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().err
+    import json
+
+    assert main(["evaluate", str(net), "-i", "1", "--directions", "fwd", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["count"] for c in data["cases"]] == [1]
+    assert {rule: set(sm) >= {"mean_slowdown", "time_weighted"}
+            for rule, sm in data["summary"].items()} == dict.fromkeys(data["summary"], True)
+    assert data["summary"]["fallback"]["time_weighted"] == pytest.approx(
+        data["cases"][0]["slowdown"]["fallback"])               # one case: its slowdown

@@ -17,6 +17,7 @@ import click
 
 from wticonv.cli import (
     measuring,  # noqa: F401 - registers find, tune, evaluate, calibrate
+    networks,  # noqa: F401 - registers networks
     plugins,  # noqa: F401 - registers plugins, check, install, uninstall
 )
 from wticonv.cli.commands import cli

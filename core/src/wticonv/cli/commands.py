@@ -90,13 +90,25 @@ def _directions(directions: str) -> list[str]:
         raise click.BadParameter(str(e), param_hint="--directions") from None
 
 
-def _network_problems(network: str, n: int | None, directions: str) -> list:
+def _network_counts(network: str, n: int | None, directions: str) -> dict:
     """Every distinct layer of ``network`` in every requested direction (a driver line's
-    ``-F`` limits its layer further, as in bench)."""
+    ``-F`` limits its layer further, as in bench), each with how many layers of the
+    network it stands for: problem -> count, in order (each direction carries its
+    layer's count; layers that come to the same problem add theirs)."""
     dirs = _directions(directions)
     net = load_network(network, n)
-    return [layer.problem.with_direction(d) for layer in net.layers for d in dirs
-            if layer.directions is None or d in layer.directions]
+    counts: dict = {}
+    for layer in net.layers:
+        for d in dirs:
+            if layer.directions is None or d in layer.directions:
+                p = layer.problem.with_direction(d)
+                counts[p] = counts.get(p, 0) + layer.count
+    return counts
+
+
+def _network_problems(network: str, n: int | None, directions: str) -> list:
+    """The problems of :func:`_network_counts`, each once."""
+    return list(_network_counts(network, n, directions))
 
 
 def _handle(device: str | None) -> Handle:

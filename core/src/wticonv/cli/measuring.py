@@ -17,6 +17,7 @@ from wticonv.cli.commands import (
     _handle,
     _json_option,
     _limit_option,
+    _network_counts,
     _network_options,
     _network_problems,
     _problem_from,
@@ -203,7 +204,9 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     Every applicable solver is timed on each distinct layer and direction (find mode; the
     times are recorded in the find-db), and the fallback's choice by the WTI models alone
     is compared with the fastest, as are two baselines (always GEMM, lowest workspace):
-    share within 10 % of the best, top-1 agreement, mean and worst slowdown.
+    share within 10 % of the best, top-1 agreement, mean and worst slowdown, and the
+    time-weighted slowdown (time-wtd), what a user feels: the network's conv time with
+    the rule's choices (each layer at its count) over its time with the fastest solvers.
     """
     from wticonv.measuring import evaluate as ev
     _writable(csv_path, "--csv")
@@ -215,20 +218,22 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
         if importlib.util.find_spec("matplotlib") is None:
             raise click.UsageError("--plot needs matplotlib: pip install 'wticonv[plot]' "
                                    "(or leave out --plot)")
-    problems = _network_problems(network, n, directions)
+    counts = _network_counts(network, n, directions)
     handle = _handle(device)
 
     def progress(i, count, p):
         if not as_json:
             print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
 
-    cases = ev.evaluate(handle, problems, iterations, time_cap_ms, workspace_limit, progress)
+    cases = ev.evaluate(handle, list(counts), iterations, time_cap_ms, workspace_limit,
+                        progress, counts=counts)
     summary = ev.summarize(cases)
     if as_json:
         _emit_json({"device": handle.device.info.name, "network": network,
                     "summary": summary,
-                    "cases": [{"problem": c.problem.key, "best": c.best, "chosen": c.chosen,
-                               "slowdown": c.slowdown, "measured_ms": c.measured_ms,
+                    "cases": [{"problem": c.problem.key, "count": c.count, "best": c.best,
+                               "chosen": c.chosen, "slowdown": c.slowdown,
+                               "measured_ms": c.measured_ms,
                                "predicted_ms": c.predicted_ms} for c in cases]})
     else:
         _print_evaluation(cases, summary)
@@ -241,16 +246,19 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
 
 
 def _print_evaluation(cases, summary) -> None:
+    """Each case (its count as xN), then per rule: cases, within 10 %, top-1, mean and
+    worst slowdown, and the time-weighted slowdown (the network's conv time with the
+    rule's choices over its time with the fastest solvers)."""
     for c in cases:
         fb = c.slowdown["fallback"]
-        click.echo(f"{c.problem.key:60} best {c.best:20} fallback {c.chosen['fallback']:20} "
-                   + ("-" if fb is None else f"{fb:.2f}x"))
+        click.echo(f"{c.problem.key:60} x{c.count:<3} best {c.best:20} fallback "
+                   f"{c.chosen['fallback']:20} " + ("-" if fb is None else f"{fb:.2f}x"))
     click.echo(f"{'rule':18} {'cases':>5} {'within 10%':>10} {'top-1':>6} {'mean':>6} "
-               f"{'worst':>6}")
+               f"{'worst':>6} {'time-wtd':>8}")
     for rule, sm in summary.items():
         click.echo(f"{rule:18} {sm['cases']:5d} {sm['within_10pct'] * 100:9.0f}% "
                    f"{sm['top1'] * 100:5.0f}% {sm['mean_slowdown']:6.3f} "
-                   f"{sm['worst_slowdown']:6.2f}")
+                   f"{sm['worst_slowdown']:6.2f} {sm['time_weighted']:8.3f}")
 
 
 @cli.command()

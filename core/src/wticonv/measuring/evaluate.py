@@ -14,7 +14,18 @@ searched) and compares:
 each as a *slowdown*: its measured time / the fastest measured time (1.0 = it picked the
 fastest). The summary gives, per choice rule, the share of cases within 10 % of the
 best, the share that picked the best (top-1), and the mean and worst slowdown; MIOpen
-reports its learned fallback this way (0.54 % mean slowdown, TunaNet v2). Every
+reports its learned fallback this way (0.54 % mean slowdown, TunaNet v2).
+
+Those figures weigh every case alike, a 7x7 stem as much as a 3x3 layer repeated twenty
+times. What a user feels is the network's conv time: each case has a ``count`` (how many
+layers of the network have that problem), and the *time-weighted slowdown* is
+
+    sum over cases of count x measured time of the rule's choice
+    / sum over cases of count x fastest measured time,
+
+the network's conv time with the rule's choices over its time with the fastest solver in
+every case (cases where the rule chose nothing, or its choice did not run, are left out
+of both sums). Every
 measurement, with its predicted time, can be written as CSV (:func:`write_csv`) and
 drawn as predicted against measured time per solver (:func:`write_plot`, matplotlib).
 """
@@ -52,6 +63,9 @@ class Case:
         its choice did not run).
     measured_ms, predicted_ms : dict
         Solver id -> time in ms (predicted: from the WTI, candidates with WTI > 0 only).
+    count : int
+        How many layers of the network have this problem (its weight in the
+        time-weighted slowdown); 1 by default.
     """
 
     problem: object
@@ -60,6 +74,7 @@ class Case:
     slowdown: dict = field(default_factory=dict)
     measured_ms: dict = field(default_factory=dict)
     predicted_ms: dict = field(default_factory=dict)
+    count: int = 1
 
 
 def _gemm(candidates) -> str | None:
@@ -70,16 +85,45 @@ def _gemm(candidates) -> str | None:
     return None
 
 
+def _counts(problems: list, counts) -> list:
+    """Each problem's count: from ``counts`` (None: 1 each; a mapping problem -> count, 1
+    for problems it lacks; or a sequence parallel to ``problems``), checked positive."""
+    if counts is None:
+        out = [1] * len(problems)
+    elif hasattr(counts, "get"):
+        out = [counts.get(p, 1) for p in problems]
+    else:
+        out = list(counts)
+        if len(out) != len(problems):
+            raise ValueError(f"counts has {len(out)} entries for {len(problems)} problems; "
+                             "give one count per problem (or a mapping problem -> count)")
+    for p, c in zip(problems, out, strict=True):
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < math.inf:
+            raise ValueError(f"the count of {p.key} is {c!r}; a count is a positive number "
+                             "(how many layers of the network have that problem)")
+    return out
+
+
 def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
              time_cap_ms: float = DEFAULT_TIME_CAP_MS, workspace_limit: int | None = None,
-             progress=None) -> list[Case]:
+             progress=None, counts=None) -> list[Case]:
     """Measure every applicable solver on each problem and score the choice rules.
 
     ``progress``, when given, is called with (index, count, problem) before each problem.
-    Problems that no solver could run are left out, each with a warning saying why.
+    ``counts`` weighs the problems for the time-weighted slowdown (:func:`summarize`): a
+    mapping problem -> how many layers of the network have it (1 for problems it lacks),
+    or a sequence parallel to ``problems``; None counts each problem once. Problems that
+    no solver could run are left out, each with a warning saying why.
+
+    Raises
+    ------
+    ValueError
+        A count that is not a positive number, or a sequence of counts of another length
+        than ``problems``.
     """
     cases = []
     problems = list(problems)
+    weights = _counts(problems, counts)
     for i, p in enumerate(problems):
         if progress is not None:
             progress(i, len(problems), p)
@@ -96,7 +140,7 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
         lowest = min(cands, key=lambda v: (v.workspace, v.rank)).solver_id if cands else None
         case = Case(p, best, measured_ms=measured,
                     predicted_ms={v.solver_id: v.predicted_ms for v in cands
-                                  if v.predicted_ms is not None})
+                                  if v.predicted_ms is not None}, count=weights[i])
         case.chosen = {"fallback": model.solver_id, "always GEMM": _gemm(cands),
                        "lowest workspace": lowest}
         for rule, sid in case.chosen.items():
@@ -107,36 +151,49 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
 
 
 def summarize(cases) -> dict:
-    """Rule -> {cases, within_10pct, top1, mean_slowdown, worst_slowdown} (shares as
-    fractions; slowdowns over the cases where the rule chose a solver that ran)."""
+    """Rule -> {cases, within_10pct, top1, mean_slowdown, worst_slowdown, time_weighted}.
+
+    Shares are fractions; the figures are over the cases where the rule chose a solver
+    that ran. ``time_weighted`` is what a user feels, the network's conv time with the
+    rule's choices over its time with the fastest solver in every case: sum of
+    ``count x measured time of the choice`` over sum of ``count x fastest time``
+    (NaN when the rule has no such case).
+    """
     out = {}
     for rule in RULES:
-        xs = [c.slowdown[rule] for c in cases if c.slowdown.get(rule) is not None]
+        scored = [c for c in cases if c.slowdown.get(rule) is not None]
+        xs = [c.slowdown[rule] for c in scored]
+        chosen = sum(c.count * c.measured_ms[c.chosen[rule]] for c in scored)
+        fastest = sum(c.count * c.measured_ms[c.best] for c in scored)
         out[rule] = {
             "cases": len(xs),
             "within_10pct": sum(x <= 1.1 for x in xs) / len(xs) if xs else math.nan,
             "top1": sum(x <= 1.0 for x in xs) / len(xs) if xs else math.nan,
             "mean_slowdown": statistics.fmean(xs) if xs else math.nan,
             "worst_slowdown": max(xs) if xs else math.nan,
+            "time_weighted": chosen / fastest if fastest > 0 else math.nan,
         }
     return out
 
 
 def write_csv(cases, path, device=None) -> None:
     """One row per (problem, solver) measured: key, direction, solver, predicted and
-    measured ms, whether the fallback chose it and it was the fastest, and (when
-    ``device`` is given) the device's name and kind."""
+    measured ms, whether the fallback chose it and it was the fastest, the problem's count
+    (its weight in the time-weighted slowdown) and (when ``device`` is given) the device's
+    name and kind."""
     dev = [device.info.name, device.kind] if device is not None else []
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms",
-                    "fallback_choice", "fastest"] + (["device", "kind"] if dev else []))
+                    "fallback_choice", "fastest", "count"]
+                   + (["device", "kind"] if dev else []))
         for c in cases:
             for sid, t in sorted(c.measured_ms.items(), key=lambda kv: kv[1]):
                 pred = c.predicted_ms.get(sid)
                 w.writerow([c.problem.key, c.problem.direction, sid,
                             "" if pred is None else f"{pred:.6g}", f"{t:.6g}",
-                            int(c.chosen.get("fallback") == sid), int(c.best == sid), *dev])
+                            int(c.chosen.get("fallback") == sid), int(c.best == sid),
+                            c.count, *dev])
 
 
 def write_plot(cases, path) -> None:

@@ -1,0 +1,135 @@
+"""The evaluation's figures on hand-built cases (nothing runs): the time-weighted slowdown,
+the counts of a network's problems, the CSV's count column; and the networks known by
+name (`wticonv networks`, load_network of a corpus network)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from wticonv import ConvProblem
+from wticonv.cli import main
+from wticonv.errors import NetworkError
+from wticonv.measuring.evaluate import RULES, Case, _counts, summarize, write_csv
+from wticonv.workloads.networks import load_network
+
+A = ConvProblem(1, 8, 12, 12, 16, 3, 3, pad_h=1, pad_w=1)
+B = ConvProblem(1, 16, 10, 10, 24, 1, 1)
+
+
+def _case(problem, count, measured, fallback, gemm, lowest):
+    best = min(measured, key=measured.get)
+    chosen = {"fallback": fallback, "always GEMM": gemm, "lowest workspace": lowest}
+    slowdown = {rule: measured[sid] / measured[best] if sid in measured else None
+                for rule, sid in chosen.items()}
+    return Case(problem, best, chosen, slowdown, measured, count=count)
+
+
+def _two_cases():
+    # A occurs once: the fallback picks the fastest (1 ms), GEMM a 3 ms solver;
+    # B occurs three times: the fallback picks a 4 ms solver where 2 ms was possible,
+    # GEMM the fastest; lowest workspace chose a solver that did not run on B.
+    a = _case(A, 1, {"direct.naive": 1.0, "gemm.im2col": 3.0}, "direct.naive",
+              "gemm.im2col", "direct.naive")
+    b = _case(B, 3, {"direct.tiled": 4.0, "gemm.1x1": 2.0}, "direct.tiled", "gemm.1x1",
+              "winograd.f2x3")
+    return [a, b]
+
+
+def test_time_weighted_slowdown_is_the_networks_conv_time_over_the_fastest():
+    s = summarize(_two_cases())
+    assert set(s) == set(RULES)
+    fb, gemm, low = s["fallback"], s["always GEMM"], s["lowest workspace"]
+    # fallback: (1 x 1 + 3 x 4) / (1 x 1 + 3 x 2) = 13 / 7; per case: 1.0 and 2.0
+    assert fb["time_weighted"] == pytest.approx(13 / 7)
+    assert fb["mean_slowdown"] == pytest.approx(1.5) and fb["worst_slowdown"] == 2.0
+    # always GEMM: (1 x 3 + 3 x 2) / 7 = 9 / 7, although its per-case mean is worse (2.0)
+    assert gemm["time_weighted"] == pytest.approx(9 / 7)
+    assert gemm["mean_slowdown"] == pytest.approx(2.0)
+    # lowest workspace: B's choice did not run, so B is out of both sums: 1 / 1
+    assert low["cases"] == 1 and low["time_weighted"] == pytest.approx(1.0)
+
+
+def test_counts_of_one_make_the_time_weighted_slowdown_a_ratio_of_total_times():
+    a, b = _two_cases()
+    a.count = b.count = 1
+    assert summarize([a, b])["fallback"]["time_weighted"] == pytest.approx(5 / 3)
+    assert Case(A, "direct.naive").count == 1                   # the default
+
+
+def test_a_rule_without_cases_has_nan_figures():
+    a = _case(A, 2, {"direct.naive": 1.0}, "direct.naive", None, "direct.naive")
+    s = summarize([a])
+    assert s["always GEMM"]["cases"] == 0 and math.isnan(s["always GEMM"]["time_weighted"])
+    assert s["fallback"]["time_weighted"] == 1.0
+    assert all(math.isnan(v["time_weighted"]) for v in summarize([]).values())
+
+
+def test_counts_are_a_mapping_or_parallel_and_positive():
+    assert _counts([A, B], None) == [1, 1]
+    assert _counts([A, B], {B: 3}) == [1, 3]
+    assert _counts([A, B], [2, 5]) == [2, 5]
+    with pytest.raises(ValueError, match="2 entries for 1 problems"):
+        _counts([A], [1, 2])
+    for bad in (0, -1, math.inf, True, "3"):
+        with pytest.raises(ValueError, match="a count is a positive number"):
+            _counts([A], [bad])
+
+
+def test_the_csv_has_a_count_column_after_fastest(tmp_path):
+    path = tmp_path / "e.csv"
+    write_csv(_two_cases(), path)
+    with path.open() as f:
+        header = next(csv.reader(f))
+    assert header == ["problem", "direction", "solver", "predicted_ms", "measured_ms",
+                      "fallback_choice", "fastest", "count"]
+    rows = list(csv.DictReader(path.open()))
+    assert {(r["problem"], r["count"]) for r in rows} == {(A.key, "1"), (B.key, "3")}
+    assert sum(r["fastest"] == "1" for r in rows) == 2
+
+
+def test_each_direction_carries_its_layers_count_and_equal_problems_add(tmp_path):
+    from wticonv.cli.commands import _network_counts
+
+    counts = _network_counts("regnet_y_800mf", 8, "fwd,wrw")
+    net = load_network("regnet_y_800mf", 8)
+    assert len(counts) == 2 * 34 and sum(counts.values()) == 2 * 75
+    first = net.layers[0]
+    assert counts[first.problem.with_direction("wrw")] == first.count
+    f = tmp_path / "net.txt"
+    f.write_text("conv -n 1 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3\n" * 3
+                 + "conv -n 1 -c 4 -H 6 -W 6 -k 8 -y 1 -x 1 -F 1\n")
+    counts = _network_counts(str(f), None, "fwd,bwd,wrw")
+    assert sorted(counts.values()) == [1, 3, 3, 3]          # the -F 1 line: forward only
+
+
+def test_a_corpus_network_loads_at_the_batch_size_given():
+    net = load_network("regnet_y_800mf", 8)
+    assert len(net.layers) == 34 and net.total_layers == 75
+    assert {layer.problem.n for layer in net.layers} == {8}
+
+
+def test_an_unknown_network_names_the_listing():
+    with pytest.raises(NetworkError, match="`wticonv networks` lists them"):
+        load_network("regnet_y_9000mf")
+
+
+def test_networks_lists_the_built_ins_and_the_corpus(capsys):
+    assert main(["networks"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("regnet_y_800mf "))
+    assert line.split() == ["regnet_y_800mf", "corpus", "regnet", "dev", "34", "75"]
+    assert next(x for x in out.splitlines() if x.startswith("resnet50 ")).split()[1] == \
+        "built-in"
+    assert main(["networks", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["networks"]}
+    assert rows["regnet_y_800mf"] == {"name": "regnet_y_800mf", "source": "corpus",
+                                      "family": "regnet", "split": "dev",
+                                      "distinct_layers": 34, "total_layers": 75}
+    assert rows["resnet50"]["source"] == "built-in"
+    assert rows["resnet50"]["total_layers"] == load_network("resnet50").total_layers
+    assert len(rows) == 4 + 46
+    assert {r["split"] for r in rows.values() if r["source"] == "corpus"} == {"dev", "test"}
