@@ -40,6 +40,10 @@ def problems_of(args) -> list:
     fwd: list = []
     if args.probes:
         fwd += random_problems(args.probes, args.n, seed=args.seed)
+    if args.calibration_probes:
+        from wticonv.measuring.calibrate import probe_problems
+
+        return probe_problems(args.kind, args.calibration_probes)
     if args.networks:
         names = []
         for spec in args.networks.split(","):
@@ -60,6 +64,10 @@ def main(argv=None) -> int:
                     "names, or dev / test / all (the corpus's splits)")
     ap.add_argument("--probes", type=int, default=0, help="random problems to add")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calibration-probes", type=int, default=0, metavar="COUNT",
+                    help="measure instead the first COUNT probes `wticonv calibrate` draws "
+                         "for a --kind device (several batch sizes, one direction each)")
+    ap.add_argument("--kind", choices=("gpu", "cpu"), default="gpu")
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("--directions", default="fwd,bwd,wrw")
     ap.add_argument("-i", "--iterations", type=int, default=5)

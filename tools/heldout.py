@@ -141,8 +141,8 @@ def main(argv=None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="list the cases over 1.1x")
     args = ap.parse_args(argv)
     try:
-        probes = load(args.probes, "calibration")
-        rows = [r for path in args.measurements for r in load(path, "calibration")]
+        probes = load(args.probes, "measurements")
+        rows = [r for path in args.measurements for r in load(path, "measurements")]
         device = device_for(probes)
     except ReplayError as e:
         print(f"heldout: error: {e}", file=sys.stderr)

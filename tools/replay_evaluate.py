@@ -74,7 +74,8 @@ def _read(path):
 
 def load(path, kind: str) -> list[dict]:
     """The rows of a ``calibrate --csv`` (``kind`` "calibration") or ``evaluate --csv``
-    ("evaluation") file, checked: readable, the columns of that kind of file, at least one
+    ("evaluation") file, or of either or ``benchmarks/measure_corpus.py`` ("measurements"),
+    checked: readable, the columns of that kind of file, at least one
     row, valid problem keys and times.
 
     Raises
@@ -82,7 +83,8 @@ def load(path, kind: str) -> list[dict]:
     ReplayError
         Saying which file and what is wrong with it.
     """
-    want = CALIBRATION_COLUMNS if kind == "calibration" else EVALUATION_COLUMNS
+    want = {"calibration": CALIBRATION_COLUMNS, "evaluation": EVALUATION_COLUMNS,
+            "measurements": ("problem", "solver", "measured_ms")}[kind]
     try:
         rows = _read(path)
     except (OSError, UnicodeDecodeError, csv.Error) as e:

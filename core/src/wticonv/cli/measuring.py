@@ -269,7 +269,7 @@ def _print_evaluation(cases, summary) -> None:
               help="Measure every probe at this batch size (default: batch sizes 1-64 on "
                    "GPUs, 1-8 on CPUs).")
 @click.option("--budget-s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds of probe measurements (default: 40 on GPUs, 200 on CPUs); more "
+              help="Seconds of probe measurements (default: 50 on GPUs, 240 on CPUs); more "
                    "probes fit the correction better.")
 @click.option("--from-find-db", is_flag=True,
               help="Fit to this device's find-db records too (from `wticonv find` and "

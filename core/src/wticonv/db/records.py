@@ -30,6 +30,34 @@ def valid_perf_config(name) -> bool:
 
 
 
+def _valid_model(model, features: int) -> bool:
+    """Whether ``model`` is a linear correction of ``features`` finite coefficients, or
+    boosted trees whose arrays have one row per tree, equal lengths, finite values and
+    node indices within their tree."""
+    def finite(xs):
+        return all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                   and math.isfinite(x) for x in xs)
+
+    if isinstance(model, list):
+        return len(model) == features and finite(model)
+    if not isinstance(model, dict):
+        return False
+    try:
+        rows = [model[k] for k in ("feature", "threshold", "left", "right", "value")]
+        if not (finite([model["base"], model["depth"]]) and 1 <= model["depth"] <= 16):
+            return False
+        for tree in zip(*rows, strict=True):
+            n = len(tree[0])
+            if n == 0 or any(len(r) != n or not finite(r) for r in tree):
+                return False
+            if not all(0 <= int(i) < n for r in (tree[2], tree[3]) for i in r) or \
+                    not all(0 <= int(f) < features for f in tree[0]):
+                return False
+    except (KeyError, TypeError, ValueError):
+        return False
+    return bool(rows[0])
+
+
 class Records:
     """find-db, calibration and perf-db access (mixed into :class:`~wticonv.db.store.Store`)."""
 
@@ -136,8 +164,9 @@ class Records:
         """Replace a device's learned WTI corrections (:mod:`wticonv.selection.correction`),
         in one transaction.
 
-        ``models``: iterable of ``(solver_id, solver_version, feature names, coefficients,
-        runs)``, one coefficient per feature.
+        ``models``: iterable of ``(solver_id, solver_version, feature names, model, runs)``;
+        a model is a list of one coefficient per feature, or boosted trees (a dict of
+        :data:`wticonv.selection.correction.TREE_ARRAYS`, ``base`` and ``depth``).
 
         Raises
         ------
@@ -145,21 +174,21 @@ class Records:
             If the coefficients are not finite or not one per feature (nothing written).
         """
         rows = []
-        for sid, ver, names, coefs, runs in models:
-            coefs = [float(c) for c in coefs]
-            if len(coefs) != len(names) or not all(math.isfinite(c) for c in coefs):
+        for sid, ver, names, model, runs in models:
+            if not _valid_model(model, len(names)):
                 raise ValueError(f"the correction of {sid} must have one finite coefficient "
-                                 f"per feature ({len(names)}), not {coefs!r:.80}")
+                                 f"per feature ({len(names)}) or be boosted trees of finite "
+                                 f"arrays, not {model!r:.80}")
             rows.append((device_key, str(sid), str(ver), json.dumps(list(names)),
-                         json.dumps(coefs), int(runs), time.time()))
+                         json.dumps(model), int(runs), time.time()))
         with self._transaction() as conn:
             conn.execute("DELETE FROM calibration_models WHERE device_key = ?", (device_key,))
             conn.executemany("INSERT INTO calibration_models VALUES (?, ?, ?, ?, ?, ?, ?)",
                              rows)
         self._factors.pop(("models", device_key), None)
 
-    def get_correction(self, device_key: str) -> dict[str, tuple[str, tuple, list[float]]]:
-        """``{solver_id: (solver_version, feature names, coefficients)}`` of a device
+    def get_correction(self, device_key: str) -> dict[str, tuple[str, tuple, list | dict]]:
+        """``{solver_id: (solver_version, feature names, model)}`` of a device
         (cached in memory until this store writes new ones); unreadable rows are left out
         with a warning."""
         cached = self._factors.get(("models", device_key))
@@ -171,8 +200,8 @@ class Records:
         out = {}
         for sid, ver, names, coefs in rows:
             try:
-                names, coefs = tuple(json.loads(names)), [float(c) for c in json.loads(coefs)]
-                ok = len(names) == len(coefs) and all(math.isfinite(c) for c in coefs)
+                names, coefs = tuple(json.loads(names)), json.loads(coefs)
+                ok = _valid_model(coefs, len(names))
             except (TypeError, ValueError):
                 ok = False
             if not ok:

@@ -46,7 +46,7 @@ PROBE_BATCHES = {"gpu": (1, 2, 4, 8, 16, 32, 64), "cpu": (1, 2, 4, 8)}
 
 #: Default measuring budget of a calibration per device kind, in seconds (issue 18: at most
 #: 60 s on the H200 and 5 min on a 2-core CPU, with the set-up and the fit).
-BUDGET_S = {"gpu": 40.0, "cpu": 200.0}
+BUDGET_S = {"gpu": 50.0, "cpu": 240.0}
 
 #: Most direct-algorithm FLOPs of one probe, per device kind: a solver's slowest run on it
 #: stays within a second or so (a naive kernel at a few GFLOP/s on a 2-core CPU).
@@ -167,13 +167,14 @@ def _find_db_runs(handle) -> list:
 
 def _measure_probes(handle, probes, iterations, time_cap_ms, progress, budget_s) -> list:
     """``(problem, solver_id, raw predicted ms, measured ms)`` of every applicable solver
-    on the probes, in order, until ``budget_s`` seconds are spent."""
+    on the probes, in order, until ``budget_s`` seconds are spent (at least until one
+    probe ran)."""
     from wticonv.measuring.timing import timed_together
 
     runs: list = []
     start = time.monotonic()
     for i, p in enumerate(probes):
-        if time.monotonic() - start > budget_s:
+        if runs and time.monotonic() - start > budget_s:
             break
         if progress is not None:
             progress(i, len(probes), p)

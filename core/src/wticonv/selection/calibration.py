@@ -9,7 +9,7 @@ direction (else its all-directions factor).
 from __future__ import annotations
 
 from wticonv.errors import WticonvError
-from wticonv.selection.correction import FEATURES, correction_factor, features
+from wticonv.selection.correction import correction_factors
 
 __all__ = ["apply_factors"]
 
@@ -30,17 +30,16 @@ def apply_factors(registry, device, verdicts, direction: str | None = None,
         return
     if not factors and not models:
         return
-    for v in verdicts:
-        if v.wti is None or v.wti <= 0:
-            continue
-        version = registry.solvers[v.solver_id].version
-        model = models.get(v.solver_id)
-        if model is not None and model[0] == version and model[1] == FEATURES \
-                and v.predicted_ms:
-            factor = correction_factor(model[2], features(problem, device, v.predicted_ms))
-        else:
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    live = [v for v in verdicts if v.wti is not None and v.wti > 0]
+    learned = correction_factors(models, versions, problem, device,
+                                 {v.solver_id: v.predicted_ms for v in live
+                                  if v.predicted_ms}) if models else {}
+    for v in live:
+        factor = learned.get(v.solver_id)
+        if factor is None:
             rec = factors.get(f"{v.solver_id}@{direction}") or factors.get(v.solver_id)
-            if rec is None or rec[0] != version:
+            if rec is None or rec[0] != versions[v.solver_id]:
                 continue
             factor = rec[1]
         v.raw_wti = v.wti

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["FEATURES", "features", "correction_factor", "resident_work_items"]
+__all__ = ["FEATURES", "features", "correction_factor", "correction_factors", "Trees",
+           "resident_work_items"]
 
 #: Names of the features, in the order of :func:`features` (stored with each fit; a
 #: stored fit of other features is not applied).
@@ -91,7 +92,116 @@ def features(problem, device, predicted_ms: float) -> tuple[float, ...]:
 
 
 def correction_factor(coefs, feats) -> float:
-    """The WTI multiplier of one solver: ``exp(-coefs . feats)``, the exponent clipped to
-    +-5 (a factor between 1/148 and 148) so that no extrapolation goes wild."""
+    """The WTI multiplier of one solver's linear correction: ``exp(-coefs . feats)``, the
+    exponent clipped to +-:data:`MAX_LOG_FACTOR` so that no extrapolation goes wild."""
     z = sum(c * f for c, f in zip(coefs, feats))
-    return math.exp(-max(-5.0, min(5.0, z)))
+    return math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
+
+
+#: Largest |log| of a correction factor (a factor between 1/148 and 148).
+MAX_LOG_FACTOR = 5.0
+
+#: Arrays every boosted-trees model holds, one row per tree, one column per node.
+TREE_ARRAYS = ("feature", "threshold", "left", "right", "value")
+
+
+class Trees:
+    """Boosted regression trees of several solvers, evaluated together with NumPy.
+
+    Built from stored models (``{"base": float, "depth": int, "feature": [[...]], ...}``:
+    :data:`TREE_ARRAYS`, one list per tree, a leaf's children pointing at itself and its
+    value already scaled by the learning rate). For a problem, every tree descends
+    ``depth`` levels at once; a solver's log correction is its base plus the sum of its
+    trees' leaf values. Comparisons are made in float32, as scikit-learn's trees make them.
+    """
+
+    def __init__(self, models: dict[str, dict]) -> None:
+        import numpy as np
+
+        self.np = np
+        self.solvers = sorted(models)
+        nodes = max(len(row) for m in models.values() for row in m["feature"])
+        rows = {name: [] for name in TREE_ARRAYS}
+        owner, base, depth = [], [], 1
+        for i, sid in enumerate(self.solvers):
+            m = models[sid]
+            depth = max(depth, int(m["depth"]))
+            base.append(float(m["base"]))
+            for t in range(len(m["feature"])):
+                owner.append(i)
+                for name in TREE_ARRAYS:
+                    row = list(m[name][t])
+                    pad = row[-1:] if name in ("left", "right") else [0]
+                    rows[name].append(row + pad * (nodes - len(row)))
+        self.depth = depth
+        self.owner = np.asarray(owner, dtype=np.intp)
+        self.base = np.asarray(base)
+        self.feature = np.asarray(rows["feature"], dtype=np.intp)
+        self.threshold = np.asarray(rows["threshold"], dtype=np.float64)
+        self.left = np.asarray(rows["left"], dtype=np.intp)
+        self.right = np.asarray(rows["right"], dtype=np.intp)
+        self.value = np.asarray(rows["value"], dtype=np.float64)
+        self.trees = np.arange(len(owner))
+        self.index = {sid: i for i, sid in enumerate(self.solvers)}
+
+    def log_corrections(self, rows) -> list[float]:
+        """Each solver's log(measured / predicted) for its feature row (``rows``: one
+        feature tuple per solver, in :attr:`solvers` order)."""
+        np = self.np
+        x = np.asarray(rows, dtype=np.float32).astype(np.float64)[self.owner]
+        node = np.zeros(len(self.trees), dtype=np.intp)
+        t = self.trees
+        for _ in range(self.depth):
+            f = self.feature[t, node]
+            go_left = x[t, f] <= self.threshold[t, node]
+            node = np.where(go_left, self.left[t, node], self.right[t, node])
+        sums = np.bincount(self.owner, weights=self.value[t, node],
+                           minlength=len(self.solvers))
+        return (self.base + sums).tolist()
+
+
+_COMPILED: dict[int, tuple[dict, Trees]] = {}
+
+
+def _trees_of(models: dict) -> Trees | None:
+    """The :class:`Trees` of the boosted-trees models among ``models`` (a store's
+    ``get_correction`` answer, compiled once per answer object)."""
+    hit = _COMPILED.get(id(models))
+    if hit is not None and hit[0] is models:
+        return hit[1]
+    trees = {sid: m[2] for sid, m in models.items() if isinstance(m[2], dict)}
+    compiled = Trees(trees) if trees else None
+    _COMPILED.clear()
+    _COMPILED[id(models)] = (models, compiled)
+    return compiled
+
+
+def correction_factors(models: dict, versions: dict, problem, device,
+                       predicted: dict[str, float]) -> dict[str, float]:
+    """``{solver_id: WTI multiplier}`` for the solvers of ``predicted`` (raw predicted ms)
+    that ``models`` (``{solver: (version, feature names, model)}``, a linear coefficient
+    list or boosted trees) holds a model of for their installed ``versions`` and these
+    :data:`FEATURES`."""
+    usable = {sid: m for sid, m in models.items()
+              if sid in predicted and m[0] == versions.get(sid) and tuple(m[1]) == FEATURES}
+    if not usable:
+        return {}
+    out = {}
+    base = features(problem, device, 1.0)
+    col = FEATURES.index("log_predicted_ms")
+
+    def row(sid):
+        r = list(base)
+        r[col] = math.log(max(predicted[sid], 1e-6))
+        return r
+
+    for sid, m in usable.items():
+        if not isinstance(m[2], dict):
+            out[sid] = correction_factor(m[2], row(sid))
+    if len(out) < len(usable):
+        trees = _trees_of(models)
+        rows = [row(sid) if sid in usable else base for sid in trees.solvers]
+        for sid, z in zip(trees.solvers, trees.log_corrections(rows)):
+            if sid in usable:
+                out[sid] = math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
+    return out
