@@ -38,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_evaluate import FitStore, ReplayError, device_for, load  # noqa: E402
+from replay_evaluate import (  # noqa: E402
+    FitStore, ReplayError, device_for, load, raw_predictions)
 
 from wticonv.contract.registry import SolverRegistry  # noqa: E402
 from wticonv.measuring.calibrate import fit_factors  # noqa: E402

@@ -132,12 +132,12 @@ def test_store_keeps_corrections_and_rejects_bad_ones(own_store):
         own_store.put_correction("dev", [("x", "1", FEATURES, [float("nan")] * len(FEATURES), 3)])
     with pytest.raises(ValueError, match="one finite coefficient per feature"):
         own_store.put_correction("dev", [("x", "1", FEATURES, [1.0], 3)])
-    tree = {"base": 0.1, "depth": 1, "feature": [[2, 0, 0]], "threshold": [[0.5, 0, 0]],
-            "left": [[1, 1, 2]], "right": [[2, 1, 2]], "value": [[0.0, -0.2, 0.3]]}
+    tree = {"base": 0.1, "depth": 1, "feature": [[2]], "threshold": [[0.5]],
+            "value": [[-0.2, 0.3]]}
     own_store.put_correction("dev2", [("t", "1", FEATURES, tree, 9)])
     assert own_store.get_correction("dev2")["t"][2] == tree
-    for bad in ({**tree, "left": [[1, 7, 2]]}, {**tree, "value": [[0.0, float("inf"), 0]]},
-                {**tree, "feature": [[99, 0, 0]]}, {k: v for k, v in tree.items() if k != "base"}):
+    for bad in ({**tree, "value": [[0.0]]}, {**tree, "value": [[0.0, float("inf")]]},
+                {**tree, "feature": [[99]]}, {k: v for k, v in tree.items() if k != "base"}):
         with pytest.raises(ValueError, match="boosted trees"):
             own_store.put_correction("dev2", [("t", "1", FEATURES, bad, 9)])
     assert "direct.naive" in own_store.get_correction("dev")          # nothing written

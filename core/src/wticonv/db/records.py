@@ -32,8 +32,9 @@ def valid_perf_config(name) -> bool:
 
 def _valid_model(model, features: int) -> bool:
     """Whether ``model`` is a linear correction of ``features`` finite coefficients, or
-    boosted trees whose arrays have one row per tree, equal lengths, finite values and
-    node indices within their tree."""
+    boosted trees (:class:`wticonv.selection.correction.Trees`): complete trees of one
+    depth, each with ``2**depth - 1`` split features (indices of ``features``) and finite
+    thresholds, and ``2**depth`` finite leaf values."""
     def finite(xs):
         return all(isinstance(x, (int, float)) and not isinstance(x, bool)
                    and math.isfinite(x) for x in xs)
@@ -43,19 +44,20 @@ def _valid_model(model, features: int) -> bool:
     if not isinstance(model, dict):
         return False
     try:
-        rows = [model[k] for k in ("feature", "threshold", "left", "right", "value")]
-        if not (finite([model["base"], model["depth"]]) and 1 <= model["depth"] <= 16):
+        depth = model["depth"]
+        if not (finite([model["base"], depth]) and 1 <= depth <= 12):
             return False
-        for tree in zip(*rows, strict=True):
-            n = len(tree[0])
-            if n == 0 or any(len(r) != n or not finite(r) for r in tree):
+        splits = 2 ** int(depth) - 1
+        trees = list(zip(model["feature"], model["threshold"], model["value"], strict=True))
+        for feature, threshold, value in trees:
+            if len(feature) != splits or len(threshold) != splits or \
+                    len(value) != splits + 1 or not finite(threshold) or not finite(value):
                 return False
-            if not all(0 <= int(i) < n for r in (tree[2], tree[3]) for i in r) or \
-                    not all(0 <= int(f) < features for f in tree[0]):
+            if not all(isinstance(f, int) and 0 <= f < features for f in feature):
                 return False
     except (KeyError, TypeError, ValueError):
         return False
-    return bool(rows[0])
+    return bool(trees)
 
 
 class Records:
@@ -165,8 +167,8 @@ class Records:
         in one transaction.
 
         ``models``: iterable of ``(solver_id, solver_version, feature names, model, runs)``;
-        a model is a list of one coefficient per feature, or boosted trees (a dict of
-        :data:`wticonv.selection.correction.TREE_ARRAYS`, ``base`` and ``depth``).
+        a model is a list of one coefficient per feature, or boosted trees (a dict,
+        :class:`wticonv.selection.correction.Trees`).
 
         Raises
         ------

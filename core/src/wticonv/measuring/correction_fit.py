@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from wticonv.selection.correction import FEATURES, features
+from wticonv.selection.correction import ALWAYS_LEFT, FEATURES, features
 
 __all__ = ["RIDGE", "MIN_RUNS", "TREES", "fit_correction", "trees_available"]
 
@@ -65,23 +65,44 @@ def trees_available() -> bool:
     return importlib.util.find_spec("sklearn") is not None
 
 
+def _heap(tree, depth: int) -> tuple[list[int], list[float], list[float]]:
+    """A fitted scikit-learn tree as a complete tree of ``depth`` in heap order (splits'
+    features and thresholds, leaf values): a leaf reached early is copied down below
+    always-left splits."""
+    splits = 2 ** depth - 1
+    feature, threshold = [0] * splits, [ALWAYS_LEFT] * splits
+    value = [0.0] * 2 ** depth
+
+    def fill(node: int, pos: int, level: int) -> None:
+        if level == depth:
+            value[pos - splits] = float(tree.value[node].reshape(-1)[0])
+            return
+        if tree.children_left[node] < 0:           # a leaf above the full depth
+            fill(node, 2 * pos + 1, level + 1)
+            fill(node, 2 * pos + 2, level + 1)
+            return
+        feature[pos], threshold[pos] = int(tree.feature[node]), float(tree.threshold[node])
+        fill(int(tree.children_left[node]), 2 * pos + 1, level + 1)
+        fill(int(tree.children_right[node]), 2 * pos + 2, level + 1)
+
+    fill(0, 0, 0)
+    return feature, threshold, value
+
+
 def _trees(x: np.ndarray, y: np.ndarray) -> dict:
-    """Boosted trees fitted to ``y ~ x``, exported as the arrays
+    """Boosted trees fitted to ``y ~ x``, exported as the complete heap-ordered arrays
     :class:`wticonv.selection.correction.Trees` evaluates."""
     from sklearn.ensemble import GradientBoostingRegressor
 
     model = GradientBoostingRegressor(**TREES).fit(x, y)
-    out = {"base": float(np.ravel(model.init_.constant_)[0]), "depth": TREES["max_depth"],
-           "feature": [], "threshold": [], "left": [], "right": [], "value": []}
+    depth = TREES["max_depth"]
+    out = {"base": float(np.ravel(model.init_.constant_)[0]), "depth": depth,
+           "feature": [], "threshold": [], "value": []}
     for (est,) in model.estimators_:
-        t = est.tree_
-        leaf = t.children_left < 0
-        own = np.arange(t.node_count)
-        out["feature"].append(np.where(leaf, 0, t.feature).tolist())
-        out["threshold"].append(np.where(leaf, 0.0, t.threshold).tolist())
-        out["left"].append(np.where(leaf, own, t.children_left).tolist())
-        out["right"].append(np.where(leaf, own, t.children_right).tolist())
-        out["value"].append((t.value.reshape(-1) * model.learning_rate).tolist())
+        f, t, v = _heap(est.tree_, depth)
+        out["feature"].append(f)
+        out["threshold"].append(t)
+        out["value"].append([model.learning_rate * x for x in v])
     return out
 
 

@@ -101,18 +101,21 @@ def correction_factor(coefs, feats) -> float:
 #: Largest |log| of a correction factor (a factor between 1/148 and 148).
 MAX_LOG_FACTOR = 5.0
 
-#: Arrays every boosted-trees model holds, one row per tree, one column per node.
-TREE_ARRAYS = ("feature", "threshold", "left", "right", "value")
+#: A threshold no feature passes (a split that always goes left): where a fitted tree
+#: stopped early, its leaf is copied down to the full depth below such splits.
+ALWAYS_LEFT = 1e300
 
 
 class Trees:
     """Boosted regression trees of several solvers, evaluated together with NumPy.
 
-    Built from stored models (``{"base": float, "depth": int, "feature": [[...]], ...}``:
-    :data:`TREE_ARRAYS`, one list per tree, a leaf's children pointing at itself and its
-    value already scaled by the learning rate). For a problem, every tree descends
-    ``depth`` levels at once; a solver's log correction is its base plus the sum of its
-    trees' leaf values. Comparisons are made in float32, as scikit-learn's trees make them.
+    Built from stored models: ``{"base": float, "depth": D, "feature": [[...]],
+    "threshold": [[...]], "value": [[...]]}``, each tree complete to depth D in heap order
+    (node i's children are 2i+1 and 2i+2; ``2**D - 1`` splits, ``2**D`` leaves whose values
+    are already scaled by the learning rate; a split goes right where the feature is above
+    its threshold). For a problem, the trees of every solver descend their D levels at
+    once in flat arrays; a solver's log correction is its base plus its trees' leaves.
+    Comparisons are made in float32, as scikit-learn's trees make them.
     """
 
     def __init__(self, models: dict[str, dict]) -> None:
@@ -120,43 +123,40 @@ class Trees:
 
         self.np = np
         self.solvers = sorted(models)
-        nodes = max(len(row) for m in models.values() for row in m["feature"])
-        rows = {name: [] for name in TREE_ARRAYS}
-        owner, base, depth = [], [], 1
+        depths = {int(m["depth"]) for m in models.values()}
+        if len(depths) != 1:
+            raise ValueError(f"trees of different depths {sorted(depths)} cannot be mixed")
+        self.depth = depths.pop()
+        owner, feature, threshold, value = [], [], [], []
         for i, sid in enumerate(self.solvers):
             m = models[sid]
-            depth = max(depth, int(m["depth"]))
-            base.append(float(m["base"]))
-            for t in range(len(m["feature"])):
-                owner.append(i)
-                for name in TREE_ARRAYS:
-                    row = list(m[name][t])
-                    pad = row[-1:] if name in ("left", "right") else [0]
-                    rows[name].append(row + pad * (nodes - len(row)))
-        self.depth = depth
+            owner += [i] * len(m["feature"])
+            feature += m["feature"]
+            threshold += m["threshold"]
+            value += m["value"]
+        n = len(owner)
+        self.splits, self.leaves = 2 ** self.depth - 1, 2 ** self.depth
         self.owner = np.asarray(owner, dtype=np.intp)
-        self.base = np.asarray(base)
-        self.feature = np.asarray(rows["feature"], dtype=np.intp)
-        self.threshold = np.asarray(rows["threshold"], dtype=np.float64)
-        self.left = np.asarray(rows["left"], dtype=np.intp)
-        self.right = np.asarray(rows["right"], dtype=np.intp)
-        self.value = np.asarray(rows["value"], dtype=np.float64)
-        self.trees = np.arange(len(owner))
-        self.index = {sid: i for i, sid in enumerate(self.solvers)}
+        # flat indices: a tree's splits at t * splits, its solver's features at owner * F
+        self.feature = (np.asarray(feature, dtype=np.intp)
+                        + (self.owner * len(FEATURES))[:, None]).ravel()
+        self.threshold = np.asarray(threshold, dtype=np.float64).ravel()
+        self.value = np.asarray(value, dtype=np.float64).ravel()
+        self.split_base = np.arange(n, dtype=np.intp) * self.splits
+        self.leaf_base = np.arange(n, dtype=np.intp) * self.leaves
+        self.base = np.asarray([float(models[sid]["base"]) for sid in self.solvers])
 
     def log_corrections(self, rows) -> list[float]:
         """Each solver's log(measured / predicted) for its feature row (``rows``: one
         feature tuple per solver, in :attr:`solvers` order)."""
         np = self.np
-        x = np.asarray(rows, dtype=np.float32).astype(np.float64)[self.owner]
-        node = np.zeros(len(self.trees), dtype=np.intp)
-        t = self.trees
+        x = np.asarray(rows, dtype=np.float32).astype(np.float64).ravel()
+        node = np.zeros(len(self.owner), dtype=np.intp)
         for _ in range(self.depth):
-            f = self.feature[t, node]
-            go_left = x[t, f] <= self.threshold[t, node]
-            node = np.where(go_left, self.left[t, node], self.right[t, node])
-        sums = np.bincount(self.owner, weights=self.value[t, node],
-                           minlength=len(self.solvers))
+            at = self.split_base + node
+            node = 2 * node + 1 + (x[self.feature[at]] > self.threshold[at])
+        leaf = self.value[self.leaf_base + node - self.splits]
+        sums = np.bincount(self.owner, weights=leaf, minlength=len(self.solvers))
         return (self.base + sums).tolist()
 
 
