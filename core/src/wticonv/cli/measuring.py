@@ -311,8 +311,17 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
                     "factors": {sid: {"factor": f, "probes": k}
                                 for sid, (f, k) in factors.items()}})
     else:
-        click.echo(f"calibrated {handle.device.info.name}: WTI x factor (factor < 1: slower "
-                   "than its model predicts), probes measured in brackets")
+        from wticonv.measuring.correction_fit import trees_available
+
+        runs = sum(1 for _ in measured)
+        probes = len({p for p, *_ in measured})
+        click.echo(f"calibrated {handle.device.info.name}: {probes} probes, {runs} solver runs"
+                   f" in {time.monotonic() - start:.0f} s; learned correction: "
+                   + ("boosted trees per solver" if trees_available() else
+                      "linear per solver (pip install 'wticonv[learn]' for boosted trees, "
+                      "closer to the best on networks nobody tuned to)"))
+        click.echo("median factors: WTI x factor (factor < 1: slower than its model "
+                   "predicts), probes measured in brackets")
         click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")
         for sid in sorted(k for k in factors if "@" not in k):
             cells = [factors.get(sid if d == "all" else f"{sid}@{d}")

@@ -113,8 +113,9 @@ class Trees:
     "threshold": [[...]], "value": [[...]]}``, each tree complete to depth D in heap order
     (node i's children are 2i+1 and 2i+2; ``2**D - 1`` splits, ``2**D`` leaves whose values
     are already scaled by the learning rate; a split goes right where the feature is above
-    its threshold). For a problem, the trees of every solver descend their D levels at
-    once in flat arrays; a solver's log correction is its base plus its trees' leaves.
+    its threshold). For a problem, every split of every solver's trees is decided at once
+    in flat arrays and the pattern of outcomes looked up as the leaf; a solver's log
+    correction is its base plus its trees' leaves.
     Comparisons are made in float32, as scikit-learn's trees make them.
     """
 
@@ -136,27 +137,35 @@ class Trees:
             value += m["value"]
         n = len(owner)
         self.splits, self.leaves = 2 ** self.depth - 1, 2 ** self.depth
+        if self.splits > 15:
+            raise ValueError(f"trees of depth {self.depth}: at most 4 levels are evaluated")
         self.owner = np.asarray(owner, dtype=np.intp)
-        # flat indices: a tree's splits at t * splits, its solver's features at owner * F
+        # flat indices of every split's feature in the rows of all solvers: owner * F + f
         self.feature = (np.asarray(feature, dtype=np.intp)
                         + (self.owner * len(FEATURES))[:, None]).ravel()
         self.threshold = np.asarray(threshold, dtype=np.float64).ravel()
         self.value = np.asarray(value, dtype=np.float64).ravel()
-        self.split_base = np.arange(n, dtype=np.intp) * self.splits
         self.leaf_base = np.arange(n, dtype=np.intp) * self.leaves
+        self.bits = 1 << np.arange(self.splits, dtype=np.intp)
         self.base = np.asarray([float(models[sid]["base"]) for sid in self.solvers])
+        # the leaf each pattern of split outcomes (bit i: split i goes right) leads to
+        self.leaf_of = np.zeros(1 << self.splits, dtype=np.intp)
+        for code in range(1 << self.splits):
+            node = 0
+            for _ in range(self.depth):
+                node = 2 * node + 1 + ((code >> node) & 1)
+            self.leaf_of[code] = node - self.splits
 
     def log_corrections(self, rows) -> list[float]:
         """Each solver's log(measured / predicted) for its feature row (``rows``: one
-        feature tuple per solver, in :attr:`solvers` order)."""
+        feature tuple per solver, in :attr:`solvers` order). Every split of every tree is
+        decided at once; the pattern of outcomes names the leaf."""
         np = self.np
         x = np.asarray(rows, dtype=np.float32).astype(np.float64).ravel()
-        node = np.zeros(len(self.owner), dtype=np.intp)
-        for _ in range(self.depth):
-            at = self.split_base + node
-            node = 2 * node + 1 + (x[self.feature[at]] > self.threshold[at])
-        leaf = self.value[self.leaf_base + node - self.splits]
-        sums = np.bincount(self.owner, weights=leaf, minlength=len(self.solvers))
+        right = (x[self.feature] > self.threshold).reshape(-1, self.splits)
+        leaf = self.leaf_of[right @ self.bits]
+        sums = np.bincount(self.owner, weights=self.value[self.leaf_base + leaf],
+                           minlength=len(self.solvers))
         return (self.base + sums).tolist()
 
 
