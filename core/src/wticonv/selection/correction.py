@@ -94,7 +94,7 @@ def features(problem, device, predicted_ms: float) -> tuple[float, ...]:
 def correction_factor(coefs, feats) -> float:
     """The WTI multiplier of one solver's linear correction: ``exp(-coefs . feats)``, the
     exponent clipped to +-:data:`MAX_LOG_FACTOR` so that no extrapolation goes wild."""
-    z = sum(c * f for c, f in zip(coefs, feats))
+    z = sum(c * f for c, f in zip(coefs, feats, strict=True))
     return math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
 
 
@@ -210,7 +210,7 @@ def correction_factors(models: dict, versions: dict, problem, device,
     if len(out) < len(usable):
         trees = _trees_of(models)
         rows = [row(sid) if sid in usable else base for sid in trees.solvers]
-        for sid, z in zip(trees.solvers, trees.log_corrections(rows)):
+        for sid, z in zip(trees.solvers, trees.log_corrections(rows), strict=True):
             if sid in usable:
                 out[sid] = math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
     return out

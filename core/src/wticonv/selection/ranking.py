@@ -44,8 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from wticonv.problem.conv import ConvProblem
     from wticonv.runtime.device import Device
 
-__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg", "rank_key"]  # Verdict, Selection:
-# defined in wticonv.selection.verdicts, kept here for callers of the old module
+# Verdict, Selection: defined in wticonv.selection.verdicts, kept here for callers of the
+# old module
+__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg", "rank_key"]
 
 
 def _warn(sid: str, problem: ConvProblem, what: str) -> None:

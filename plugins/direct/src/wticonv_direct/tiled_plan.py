@@ -12,6 +12,7 @@ grid sizes and the split count: build options are fixed per device kind.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,7 +196,8 @@ def _gpu_plan(p, tile: GpuTile, splits: int, lens: dict) -> Plan:
         idx32 = max(lens.values()) < INT32_MAX
         launches.append(KERNELS.launch("tiled_gpu.cl", "tiled_conv",
                                tile.options(a_kfast, b_kfast, idx32),
-                               gsize, local, _args(mp, out, max(qs, 1), o_split, lens, 0)))
+                               gsize, local,
+                               functools.partial(_args, mp, out, max(qs, 1), o_split, lens, 0)))
         blocks = max(blocks, nm * npos * mp.G * splits)
         flops += 2.0 * _up(mp.M, tile.mwg) * _up(mp.P, tile.nwg) * _up(mp.Q, tile.kwg) * mp.G
     return _finish(p, launches, splits, tile.name, blocks, flops, lens)
@@ -354,7 +356,8 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
             arg_lens = {**lens, "ws": total}
         launches.append(KERNELS.launch("tiled_cpu.cl", "tiled_dot" if dot else "tiled_conv",
                                options, gsize, lsize,
-                               _args(mp, out, qs, o_split, arg_lens, row_blocks)))
+                               functools.partial(_args, mp, out, qs, o_split, arg_lens,
+                                                 row_blocks)))
         blocks = max(blocks, nm * npos * mp.G * splits)
         flops += 2.0 * _up(mp.M, mb) * padded_p * mp.Q * mp.G
     return _finish(p, launches, splits, variant, blocks, flops, lens, packed_max)
