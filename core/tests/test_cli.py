@@ -87,7 +87,7 @@ def test_cache_command(capsys):
     (["conv", "-S", "nope.nope", "-n", "1"], "no solver 'nope.nope' is installed"),
     (["explain", "1-2-3"], "cannot parse find-db key"),
     (["explain"], "explain needs a problem"),
-    (["bench", "alexnet"], "network 'alexnet' is neither a built-in"),
+    (["bench", "alexnet9"], "network 'alexnet9' is neither a built-in"),
     (["bench", "resnet50", "--directions", "up"], "direction='up' is unknown"),
     (["bench", "resnet50", "-n", "0"], "0 is not in the range x>=1"),
     (["bench", "resnet50", "--device", "7:7"], "no OpenCL device 7:7"),

@@ -31,7 +31,7 @@ def test_store_round_trips(tmp_path):
     assert s2.get_device_verdict("dev#probe-2") is None
     assert s2.summary() == {"device_figures": 1, "launch_overhead": 0, "device_unusable": 0,
                             "device_verdicts": 2,
-                            "program_binaries": 1, "find_db": 0, "calibration": 0,
+                            "program_binaries": 1, "find_db": 0, "calibration": 0, "calibration_models": 0,
                             "perf_db": 0}
     copy = Store(tmp_path / "copy")
     copy.copy_device_records(s2, ["old"])
@@ -45,7 +45,7 @@ def test_store_round_trips(tmp_path):
     s2.clear()
     assert s.summary() == {"device_figures": 0, "launch_overhead": 0, "device_unusable": 0,
                            "device_verdicts": 0,
-                           "program_binaries": 0, "find_db": 0, "calibration": 0,
+                           "program_binaries": 0, "find_db": 0, "calibration": 0, "calibration_models": 0,
                            "perf_db": 0}
 
 
