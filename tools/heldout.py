@@ -145,6 +145,15 @@ def main(argv=None) -> int:
         probes = load(args.probes, "measurements")
         rows = [r for path in args.measurements for r in load(path, "measurements")]
         device = device_for(probes)
+        on = (probes[0].get("device"), probes[0].get("kind"))
+        for path in args.measurements:
+            first = load(path, "measurements")[0]
+            if all(on) and first.get("device") and (first.get("device"),
+                                                    first.get("kind")) != on:
+                raise ReplayError(f"{path} was measured on {first.get('device')}, the probes "
+                                  f"on {on[0]}: score a device's networks with its own probes")
+        if not 0 < args.ridge < float("inf"):
+            raise ReplayError(f"--ridge {args.ridge} must be a positive finite number")
     except ReplayError as e:
         print(f"heldout: error: {e}", file=sys.stderr)
         return 2
@@ -158,6 +167,13 @@ def main(argv=None) -> int:
         return 2
     base = None if args.from_networks else fit(replay, probe_keys, args.fit, args.ridge)
     all_net_keys = {k for *_, cases in nets for k, _ in cases}
+    from wticonv.measuring.correction_fit import trees_available
+
+    kind = ("boosted trees" if trees_available() else f"ridge {args.ridge:g}") \
+        if args.fit == "correction" else args.fit
+    print(f"fit: {kind}, to {len(probe_keys)} probe problems"
+          + (f" and the other networks (held out by {args.hold_out})"
+             if args.from_networks else ""), file=sys.stderr)
     print(f"{'network':34} {'n':>3} {'cases':>5} {'within10':>8} {'top-1':>6} {'mean':>6} "
           f"{'worst':>6} {'time-wtd':>8}")
     every, tw = [], []

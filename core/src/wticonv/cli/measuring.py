@@ -261,6 +261,23 @@ def _print_evaluation(cases, summary) -> None:
                    f"{sm['worst_slowdown']:6.2f} {sm['time_weighted']:8.3f}")
 
 
+def _plural(k: int, word: str) -> str:
+    return f"{k} {word}{'' if k == 1 else 's'}"
+
+
+def _finite(value, option: str):
+    """``value`` unless it is NaN (click's FloatRange lets NaN through)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value!r} is not a number of seconds", param_hint=option)
+    return value
+
+
+#: Fewer probes than this draw a warning from ``calibrate``.
+FEW_PROBES = 30
+
+
 @cli.command()
 @_trace_option
 @_json_option
@@ -268,7 +285,8 @@ def _print_evaluation(cases, summary) -> None:
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
               help="Measure every probe at this batch size (default: batch sizes 1-64 on "
                    "GPUs, 1-8 on CPUs).")
-@click.option("--budget-s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--budget-s", type=click.FloatRange(min=0, max=86400, min_open=True),
+              default=None, callback=lambda ctx, param, v: _finite(v, "--budget-s"),
               help="Seconds of probe measurements (default: 50 on GPUs, 240 on CPUs); more "
                    "probes fit the correction better.")
 @click.option("--from-find-db", is_flag=True,
@@ -282,11 +300,12 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
 
     Every applicable solver runs on random realistic probe problems (every kind of layer,
     several batch sizes, three directions) for a time budget. Per solver, a learned
-    correction (a ridge regression of measured / predicted time on the problem's features:
-    sizes, parallel work against the device, reduction length, picture, filter, stride,
-    groups) is stored for this device and corrects its WTI per problem from then on
-    (`explain` shows the raw and the calibrated WTI). The table shows each solver's median
-    factor (predicted / measured) per direction.
+    correction of measured / predicted time on the problem's features (sizes, parallel
+    work against the device, reduction length, picture, filter, stride, groups) is stored
+    for this device and corrects its WTI per problem from then on (`explain` shows the
+    raw and the calibrated WTI): boosted trees with scikit-learn (the `learn` extra), else
+    a ridge regression. The table shows each solver's median factor (predicted / measured)
+    per direction. A new calibration replaces the device's last one.
     """
     import time
 
@@ -303,23 +322,34 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
             print(f"[probe {i + 1}, {time.monotonic() - start:.0f}/{budget:.0f} s] {p.key}",
                   file=sys.stderr)
 
+    from wticonv.measuring.correction_fit import MIN_RUNS, trees_available
+
     measured: list = []
     factors = run_calibration(handle, n, progress=progress, measurements=measured,
                               budget_s=budget, from_find_db=from_find_db)
+    probes = len({p for p, *_ in measured})
+    models = handle.device.store.get_correction(handle.device.key)
+    learned = sum(1 for m in models.values() if isinstance(m[2], dict)
+                  or any(m[2][1:]))
+    kind = "boosted trees" if trees_available() else "ridge regression"
+    if probes < FEW_PROBES:
+        print(f"wticonv: only {_plural(probes, 'probe')} measured: the correction is rough; "
+              "give a larger --budget-s for a better fit (this calibration replaced the "
+              "device's last one)", file=sys.stderr)
     if as_json:
-        _emit_json({"device": handle.device.info.name,
+        _emit_json({"device": handle.device.info.name, "probes": probes,
+                    "solver_runs": len(measured), "correction": kind,
+                    "learned_solvers": learned,
                     "factors": {sid: {"factor": f, "probes": k}
                                 for sid, (f, k) in factors.items()}})
     else:
-        from wticonv.measuring.correction_fit import trees_available
-
-        runs = sum(1 for _ in measured)
-        probes = len({p for p, *_ in measured})
-        click.echo(f"calibrated {handle.device.info.name}: {probes} probes, {runs} solver runs"
-                   f" in {time.monotonic() - start:.0f} s; learned correction: "
-                   + ("boosted trees per solver" if trees_available() else
-                      "linear per solver (pip install 'wticonv[learn]' for boosted trees, "
-                      "closer to the best on networks nobody tuned to)"))
+        click.echo(f"calibrated {handle.device.info.name}: {_plural(probes, 'probe')}, "
+                   f"{_plural(len(measured), 'solver run')} in {time.monotonic() - start:.0f} "
+                   f"s; learned correction: {kind} for {_plural(learned, 'solver')}"
+                   + (f" ({_plural(len(models) - learned, 'solver')} with under "
+                      f"{MIN_RUNS} runs: a constant factor)" if learned < len(models) else "")
+                   + ("" if trees_available() else " (pip install 'wticonv[learn]' for "
+                      "boosted trees, closer to the best on networks nobody tuned to)"))
         click.echo("median factors: WTI x factor (factor < 1: slower than its model "
                    "predicts), probes measured in brackets")
         click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")

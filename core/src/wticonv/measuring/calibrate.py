@@ -33,7 +33,7 @@ import statistics
 import time
 import warnings
 
-from wticonv.errors import WticonvError
+from wticonv.errors import ArgumentError, WticonvError
 from wticonv.problem.conv import ConvProblem
 from wticonv.workloads.generator import random_problems
 
@@ -47,6 +47,9 @@ PROBE_BATCHES = {"gpu": (1, 2, 4, 8, 16, 32, 64), "cpu": (1, 2, 4, 8)}
 #: Default measuring budget of a calibration per device kind, in seconds (issue 18: at most
 #: 60 s on the H200 and 5 min on a 2-core CPU, with the set-up and the fit).
 BUDGET_S = {"gpu": 50.0, "cpu": 240.0}
+
+#: The longest budget accepted, in seconds (a day).
+MAX_BUDGET_S = 86400.0
 
 #: Most direct-algorithm FLOPs of one probe, per device kind: a solver's slowest run on it
 #: stays within a second or so (a naive kernel at a few GFLOP/s on a 2-core CPU).
@@ -100,6 +103,8 @@ def calibrate(handle, n: int | None = None, iterations: int = 5, time_cap_ms: fl
     batch size (default: several, :data:`PROBE_BATCHES`). ``from_find_db`` adds the
     device's find-db records to the fit (solvers of the installed version only).
 
+    Raises ArgumentError if ``budget_s`` is not a number of seconds in (0, a day].
+
     Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
     ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
     ``progress`` is called with (index, count, problem) before each probe. When
@@ -118,6 +123,10 @@ def calibrate(handle, n: int | None = None, iterations: int = 5, time_cap_ms: fl
                       "waiting for it to end", stacklevel=3)
 
     dev = handle.device
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(
+            budget_s, (int, float)) or not 0 < budget_s <= MAX_BUDGET_S):
+        raise ArgumentError(f"budget_s={budget_s!r} must be a number of seconds above 0 and "
+                            f"at most {MAX_BUDGET_S:g} (a day), or None for the default")
     budget = BUDGET_S.get(dev.kind, BUDGET_S["cpu"]) if budget_s is None else budget_s
     with dev.store.exclusive("calibrate", waiting):
         runs = _measure_probes(handle, _probes(dev.kind, n), iterations, time_cap_ms,

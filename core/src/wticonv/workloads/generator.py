@@ -111,24 +111,44 @@ def random_problems(count: int, n: int = 1, seed: int = 0,
                     kinds: dict[str, float] | None = None) -> list[ConvProblem]:
     """``count`` distinct forward problems at batch size ``n``, drawn with
     :data:`LAYER_KINDS`' weights (or ``kinds``', a mapping of some of its names to
-    weights), reproducibly for one ``seed``.
+    positive weights), reproducibly for one integer ``seed``.
 
     Raises
     ------
     ValueError
-        ``count`` or ``n`` below 1, or ``kinds`` naming no known kind.
+        ``count``, ``n`` or ``seed`` not an integer (``count`` and ``n`` at least 1),
+        ``kinds`` not a mapping of known kinds to positive weights, or fewer distinct
+        problems of those kinds than ``count`` (the draw gives up after ``50 x count +
+        1000`` tries: "stem" has about 800 distinct problems, "se 1x1" about 2000).
     """
-    if count < 1 or n < 1:
-        raise ValueError(f"count={count} and n={n} must be at least 1")
-    weights = dict(kinds if kinds is not None else LAYER_KINDS)
+    for name, value, least in (("count", count, 1), ("n", n, 1), ("seed", seed, None)):
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                (least is not None and value < least):
+            raise ValueError(f"{name}={value!r} must be an integer"
+                             + (f" >= {least}" if least is not None else ""))
+    weights = dict(LAYER_KINDS) if kinds is None else kinds
+    if not isinstance(weights, dict) or not weights:
+        raise ValueError(f"kinds={kinds!r:.60} must be a non-empty mapping of layer kinds to "
+                         f"weights; choose from {list(LAYER_KINDS)}")
     unknown = sorted(set(weights) - set(LAYER_KINDS))
-    if unknown or not weights:
+    if unknown:
         raise ValueError(f"unknown layer kinds {unknown}; choose from {list(LAYER_KINDS)}")
+    bad = {k: w for k, w in weights.items() if isinstance(w, bool)
+           or not isinstance(w, (int, float)) or not 0 < w < float("inf")}
+    if bad:
+        raise ValueError(f"layer kind weights must be positive numbers, not {bad}")
     rng = random.Random(seed)
     names, probs = list(weights), list(weights.values())
     out: dict[ConvProblem, None] = {}
-    while len(out) < count:
+    for _ in range(50 * count + 1000):
+        if len(out) == count:
+            break
         p = _one(rng, rng.choices(names, probs)[0], n)
         if p.flops <= MAX_FLOPS_PER_IMAGE * n:
             out.setdefault(p)
+    else:
+        if len(out) < count:
+            raise ValueError(f"only {len(out)} distinct problems of kinds {names} were drawn "
+                             f"in {50 * count + 1000} tries, not {count}: ask for fewer, or "
+                             "for more kinds")
     return list(out)

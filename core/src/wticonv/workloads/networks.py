@@ -67,7 +67,11 @@ def _rows(filename: str) -> tuple[dict, ...]:
 
 
 def corpus_networks(split: str | None = None) -> list[CorpusNetwork]:
-    """The corpus's networks in file order, all or those of ``split`` ("dev"/"test")."""
+    """The corpus's networks in file order, all or those of ``split`` ("dev"/"test").
+
+    Raises ValueError for another ``split``."""
+    if split not in (None, "dev", "test"):
+        raise ValueError(f"split={split!r} must be 'dev', 'test' or None (all)")
     seen: dict[str, CorpusNetwork] = {}
     for row in _rows("corpus.csv"):
         seen.setdefault(row["network"], CorpusNetwork(row["network"], row["family"],
