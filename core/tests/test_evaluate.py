@@ -133,3 +133,11 @@ def test_networks_lists_the_built_ins_and_the_corpus(capsys):
     assert rows["resnet50"]["total_layers"] == load_network("resnet50").total_layers
     assert len(rows) == 4 + 46
     assert {r["split"] for r in rows.values() if r["source"] == "corpus"} == {"dev", "test"}
+
+
+def test_an_empty_network_name_is_refused_and_corpus_networks_say_so():
+    for empty in ("", "   "):
+        with pytest.raises(NetworkError, match="the network is empty.*`wticonv networks`"):
+            load_network(empty)
+    assert load_network("squeezenet1_1").source == "corpus (data/corpus.csv)"
+    assert load_network("resnet50").source == "built-in (data/networks.csv)"

@@ -91,7 +91,8 @@ def _builtin(name: str, n: int, filename: str = "networks.csv") -> Network:
                         stride_w=g["stride"], dilation_h=g["dilation"],
                         dilation_w=g["dilation"], groups=g["groups"])
         items.append((row["tag"] or f"{name} layer {len(items) + 1}", p, g["count"]))
-    return merge_layers(name, f"built-in (data/{filename})", items)
+    kind = "built-in" if filename == "networks.csv" else "corpus"
+    return merge_layers(name, f"{kind} (data/{filename})", items)
 
 
 _RUN_FLAGS = {"-S", "--solution", "-V", "--verify", "-i", "--iter", "-t", "--time", "-b",
@@ -148,6 +149,10 @@ def load_network(spec: str, n: int | None = None) -> Network:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise NetworkError(f"batch size n={n!r} must be a positive integer")
     key = spec.strip().lower()
+    if not key:
+        raise NetworkError("the network is empty: give a built-in or corpus name (`wticonv "
+                           "networks` lists them), a file of MIOpenDriver conv lines or an "
+                           ".onnx model")
     if key in BUILTIN_NETWORKS:
         return _builtin(key, n if n is not None else DEFAULT_BATCH)
     if key in {c.name for c in corpus_networks()}:
