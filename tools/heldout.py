@@ -162,7 +162,9 @@ def main(argv=None) -> int:
     probe_keys = sorted({r["problem"] for r in probes})
     nets = networks_measured(replay, None if args.split == "all" else args.split)
     if not nets:
-        print("heldout: error: no corpus network is fully measured in these files",
+        print("heldout: error: no corpus network is fully measured in these files: every "
+              "distinct layer of a network, in all three directions (fwd, bwd, wrw), at one "
+              "batch size (benchmarks/measure_corpus.py --networks NAME measures them)",
               file=sys.stderr)
         return 2
     base = None if args.from_networks else fit(replay, probe_keys, args.fit, args.ridge)

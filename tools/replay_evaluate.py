@@ -95,9 +95,12 @@ def load(path, kind: str) -> list[dict]:
                           "of `wticonv calibrate --csv`")
     missing = [c for c in want if c not in cols]
     if missing:
-        other = "calibrate" if kind == "calibration" else "evaluate"
+        other = {"calibration": "`wticonv calibrate --csv`",
+                 "evaluation": "`wticonv evaluate --csv`",
+                 "measurements": "`wticonv calibrate --csv`, `wticonv evaluate --csv` or "
+                                 "benchmarks/measure_corpus.py"}[kind]
         raise ReplayError(f"{path}: {'no rows' if not rows else 'no column ' + ', '.join(missing)}"
-                          f"; expected the file of `wticonv {other} --csv`")
+                          f"; expected the file of {other}")
     for i, r in enumerate(rows, start=2):
         try:
             parse_key(r["problem"])
