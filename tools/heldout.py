@@ -16,7 +16,10 @@ the measured device's figures. The correction (``--fit``) is fitted to the probe
 network is held out. ``--from-networks`` adds the measurements of the other networks to
 the fit, as ``wticonv calibrate --from-find-db`` adds a user's find-db: held out one
 network (``--hold-out network``) or one family (``family``) at a time, every problem of
-the held-out unit left out of the fit even where another network shares it.
+the held-out unit left out of the fit even where another network shares it. Of the probes,
+only the runs ``calibrate`` makes are fitted (the solvers predicted within
+``SKIP_SLOWER_THAN`` of the fastest); network measurements are fitted whole, as the
+find-db is.
 
 For each network of the corpus whose problems at a batch size are all measured, it prints
 the cases (layer x direction), the share within 10 % of the best, top-1, the mean and
@@ -42,7 +45,7 @@ from replay_evaluate import (  # noqa: E402
     FitStore, ReplayError, device_for, load, raw_predictions)
 
 from wticonv.contract.registry import SolverRegistry  # noqa: E402
-from wticonv.measuring.calibrate import fit_factors  # noqa: E402
+from wticonv.measuring.calibrate import SKIP_SLOWER_THAN, fit_factors  # noqa: E402
 from wticonv.measuring.correction_fit import RIDGE, fit_correction  # noqa: E402
 from wticonv.problem.conv import parse_key  # noqa: E402
 from wticonv.selection.calibration import apply_factors  # noqa: E402
@@ -89,8 +92,17 @@ class Replay:
         return min(vs, key=rank_key).solver_id if vs else None
 
 
-def fit(replay, keys, how, ridge):
-    runs = replay.runs(keys)
+def probe_runs(replay, keys):
+    """The runs of probe ``keys`` that ``wticonv calibrate`` would time: the solvers
+    predicted within SKIP_SLOWER_THAN of the fastest on each probe."""
+    runs, fastest = replay.runs(keys), {}
+    for p, _sid, pred, _t in runs:
+        fastest[p.key] = min(fastest.get(p.key, pred), pred)
+    return [r for r in runs if r[2] <= SKIP_SLOWER_THAN * fastest[r[0].key]]
+
+
+def fit(replay, probe_keys, network_keys, how, ridge):
+    runs = probe_runs(replay, probe_keys) + replay.runs(network_keys)
     if how == "none":
         return FitStore(replay.registry)
     if how == "factors":
@@ -167,7 +179,7 @@ def main(argv=None) -> int:
               "batch size (benchmarks/measure_corpus.py --networks NAME measures them)",
               file=sys.stderr)
         return 2
-    base = None if args.from_networks else fit(replay, probe_keys, args.fit, args.ridge)
+    base = None if args.from_networks else fit(replay, probe_keys, [], args.fit, args.ridge)
     all_net_keys = {k for *_, cases in nets for k, _ in cases}
     from wticonv.measuring.correction_fit import trees_available
 
@@ -185,8 +197,7 @@ def main(argv=None) -> int:
             unit = {nm for nm, fam, *_ in nets
                     if (nm == name if args.hold_out == "network" else fam == family)}
             held = {k for nm, _, _, cs in nets if nm in unit for k, _ in cs}
-            store = fit(replay, probe_keys + sorted(all_net_keys - held), args.fit,
-                        args.ridge)
+            store = fit(replay, probe_keys, sorted(all_net_keys - held), args.fit, args.ridge)
         per, weighted = score(replay, cases, store)
         xs = [s for s, *_ in per]
         every += per
