@@ -102,7 +102,9 @@ def probe_runs(replay, keys):
 
 
 def fit(replay, probe_keys, network_keys, how, ridge):
-    runs = probe_runs(replay, probe_keys) + replay.runs(network_keys)
+    # the correction as calibrate fits it now; factors as the earlier calibrate, every run
+    probes = probe_runs(replay, probe_keys) if how == "correction" else replay.runs(probe_keys)
+    runs = probes + replay.runs(network_keys)
     if how == "none":
         return FitStore(replay.registry)
     if how == "factors":
