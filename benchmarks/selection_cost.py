@@ -8,7 +8,7 @@ new problems (each selection ranks every installed solver: their four query hook
 launch planning and WTI models, the find-db lookup), then the same problems again (the
 handle remembers its selections). Reports the median and the 90th percentile per call.
 
-    python benchmarks/selection_cost.py resnet50 -n 8
+    python benchmarks/selection_cost.py resnet50 -n 8 [--profile 30]
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--batches", type=int, default=20,
                     help="batch sizes to try per layer (each one a new problem)")
+    ap.add_argument("--profile", type=int, default=0, metavar="TOP",
+                    help="after timing, profile the new problems again (more batch sizes) "
+                         "and print the TOP functions by own time")
     args = ap.parse_args(argv)
     if args.batches < 1 or args.n < 1:
         ap.error("-n and --batches must be at least 1")
@@ -59,6 +62,15 @@ def main(argv=None) -> int:
         med, p90 = statistics.median(xs), xs[int(0.9 * (len(xs) - 1))]
         print(f"{name:12}: median {med:8.1f} us, 90th percentile {p90:8.1f} us "
               f"(target < {target:.0f} us: {'met' if med < target else 'NOT met'})")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        again = [p.with_batch(args.n + 1 + args.batches + b) for b in range(args.batches)
+                 for p in base]
+        prof = cProfile.Profile()
+        prof.runcall(lambda: [handle.select(p) for p in again])
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
     return 0
 
 

@@ -19,7 +19,9 @@ network (``--hold-out network``) or one family (``family``) at a time, every pro
 the held-out unit left out of the fit even where another network shares it. Of the probes,
 only the runs ``calibrate`` makes are fitted (the solvers predicted within
 ``SKIP_SLOWER_THAN`` of the fastest); network measurements are fitted whole, as the
-find-db is.
+find-db is. Probes that are a scored network's layers (at any batch size or direction:
+``wticonv calibrate`` probes the development corpus's layers) are left out of the fit that
+scores that network (``--shared-probes keep`` fits them, as the product does).
 
 For each network of the corpus whose problems at a batch size are all measured, it prints
 the cases (layer x direction), the share within 10 % of the best, top-1, the mean and
@@ -126,6 +128,11 @@ def networks_measured(replay, split):
     return out
 
 
+def shape(key):
+    """A problem key's layer, whatever its batch size and direction."""
+    return parse_key(key).with_batch(1).with_direction("fwd").key
+
+
 def score(replay, cases, store):
     """Slowdowns of the choices for ``cases`` under ``store``: (per-case list with
     key/chosen/best, time-weighted)."""
@@ -152,6 +159,10 @@ def main(argv=None) -> int:
                     help="fit to the other networks' measurements too (held out)")
     ap.add_argument("--hold-out", choices=("network", "family"), default="network")
     ap.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    ap.add_argument("--shared-probes", choices=("drop", "keep"), default="drop",
+                    help="drop (default): leave probes that are a scored network's layers out "
+                         "of its fit; keep: fit them, as the product does for a network "
+                         "that shares layers with the development corpus")
     ap.add_argument("--ridge", type=float, default=RIDGE)
     ap.add_argument("-v", "--verbose", action="store_true", help="list the cases over 1.1x")
     args = ap.parse_args(argv)
@@ -181,7 +192,16 @@ def main(argv=None) -> int:
               "batch size (benchmarks/measure_corpus.py --networks NAME measures them)",
               file=sys.stderr)
         return 2
-    base = None if args.from_networks else fit(replay, probe_keys, [], args.fit, args.ridge)
+    # probes drawn from a scored network's layers (calibrate probes the dev corpus) are
+    # left out of the fit that scores it, whatever their batch size and direction
+    probe_shapes = {k: shape(k) for k in probe_keys}
+    overlap: dict[str, set[str]] = {}
+    for nm, _f, _n, cases in nets:
+        layers = {shape(c) for c, _ in cases}
+        overlap.setdefault(nm, set()).update(
+            k for k in probe_keys if args.shared_probes == "drop" and probe_shapes[k] in layers)
+    base = None if args.from_networks or any(overlap.values()) else \
+        fit(replay, probe_keys, [], args.fit, args.ridge)
     all_net_keys = {k for *_, cases in nets for k, _ in cases}
     from wticonv.measuring.correction_fit import trees_available
 
@@ -192,14 +212,20 @@ def main(argv=None) -> int:
              if args.from_networks else ""), file=sys.stderr)
     print(f"{'network':34} {'n':>3} {'cases':>5} {'within10':>8} {'top-1':>6} {'mean':>6} "
           f"{'worst':>6} {'time-wtd':>8}")
-    every, tw = [], []
+    every, tw, fits = [], [], {}
     for name, family, n, cases in nets:
         store = base
         if store is None:
             unit = {nm for nm, fam, *_ in nets
                     if (nm == name if args.hold_out == "network" else fam == family)}
             held = {k for nm, _, _, cs in nets if nm in unit for k, _ in cs}
-            store = fit(replay, probe_keys, sorted(all_net_keys - held), args.fit, args.ridge)
+            probes_left = [k for k in probe_keys
+                           if not any(k in overlap[nm] for nm in unit)]
+            nets_left = sorted(all_net_keys - held) if args.from_networks else []
+            key = (tuple(probes_left), tuple(nets_left))
+            if key not in fits:
+                fits[key] = fit(replay, probes_left, nets_left, args.fit, args.ridge)
+            store = fits[key]
         per, weighted = score(replay, cases, store)
         xs = [s for s, *_ in per]
         every += per

@@ -45,15 +45,50 @@ def test_random_problems_are_distinct_valid_reproducible_and_bounded():
 
 
 def test_probe_problems_cover_batches_and_directions_and_keep_prefixes():
-    from wticonv.measuring.calibrate import PROBE_BATCHES, PROBE_MAX_FLOPS, probe_problems
+    from wticonv.measuring.calibrate import (PROBE_BATCHES, PROBE_MAX_FLOPS, corpus_layers,
+                                             probe_problems)
+    from wticonv.workloads.networks import corpus_networks, load_network
 
     gpu = probe_problems("gpu", 300)
+    assert len(gpu) == len(set(gpu)) == 300
     assert probe_problems("gpu", 40) == gpu[:40]
     assert {p.direction for p in gpu} == {"fwd", "bwd", "wrw"}
     assert {p.n for p in gpu} <= set(PROBE_BATCHES["gpu"]) and len({p.n for p in gpu}) >= 5
     cpu = probe_problems("cpu", 300)
     assert all(p.n == 1 or p.flops <= PROBE_MAX_FLOPS["cpu"] for p in cpu)
     assert {p.n for p in probe_problems("cpu", 30, n=3)} == {3}
+    # in turn a layer of the dev networks (in corpus_layers' order) and a random problem
+    def layer(p):
+        return p.with_batch(1).with_direction("fwd")
+
+    dev = corpus_layers()
+    assert len(dev) == len(set(dev)) > 500
+    assert [layer(p) for p in gpu[0::2]] == dev[:150]
+    test_only = {layer.problem for c in corpus_networks("test")
+                 for layer in load_network(c.name, 1).layers} - set(dev)
+    assert test_only and not test_only & {layer(p) for p in gpu[0::2]}
+    # the corpus runs out after len(dev) layers: random problems go on
+    long = probe_problems("gpu", 2 * len(dev) + 100)
+    assert len(long) == len(set(long)) == 2 * len(dev) + 100
+
+
+def test_timing_inputs_are_views_of_one_random_pool(monkeypatch):
+    import numpy as np
+
+    from wticonv.measuring import inputs
+
+    a = ConvProblem(2, 8, 10, 10, 4, 3, 3, pad_h=1, pad_w=1)
+    b = a.with_direction("wrw")
+    xa = inputs.timing_inputs(a)
+    assert set(xa) == {"x", "w"} and set(inputs.timing_inputs(b)) == {"x", "y"}
+    assert xa["x"].shape == (2, 8, 10, 10) and xa["w"].shape == (4, 8, 3, 3)
+    assert xa["x"].dtype == np.float32 and not xa["x"].flags.writeable
+    assert -1.0 <= xa["x"].min() < -0.9 and 0.9 < xa["x"].max() < 1.0
+    assert np.shares_memory(xa["x"], inputs.timing_inputs(b)["x"])     # drawn once
+    monkeypatch.setattr(inputs, "POOL_MAX_VALUES", 1000)
+    big = inputs.timing_inputs(a)                       # 1600 values: drawn afresh
+    assert not np.shares_memory(big["x"], xa["x"]) and big["x"].flags.writeable
+    assert np.array_equal(big["x"], inputs.random_inputs(a, 0)["x"])
 
 
 def test_features_see_parallelism_reduction_groups_and_direction():
@@ -131,6 +166,13 @@ def test_boosted_trees_match_scikit_learn_and_find_what_a_line_cannot():
     assert factors["s"] == pytest.approx(math.exp(-got[0]))
     assert correction_factors({"s": ("1", FEATURES, model)}, {"s": "2"}, probs[0], GPU,
                               {"s": 1.0}) == {}
+    # several solvers' trees at once, and a subset of them, give each solver its own answer
+    other = dict(model, base=model["base"] + 1.0)
+    both = Trees({"s": model, "t": other})
+    assert both.log_corrections([xs[3], xs[4]]) == pytest.approx([got[3], got[4] + 1.0])
+    assert both.subset({"t", "u"}).solvers == ["t"]
+    assert both.subset({"t"}).log_corrections([xs[4]]) == pytest.approx([got[4] + 1.0])
+    assert both.subset({"s", "t"}) is both
 
 
 def test_bad_arguments_are_refused_with_the_rule():

@@ -84,3 +84,37 @@ def test_networks_not_fully_measured_are_left_out_and_none_is_an_error(tmp_path,
     _write(tmp_path / "m.csv", fwd_only, tool, registry, device, "", 1.0)
     assert tool.main(["--probes", str(tmp_path / "m.csv"), str(tmp_path / "m.csv")]) == 2
     assert "no corpus network is fully measured" in capsys.readouterr().err
+
+
+def test_probes_that_are_a_scored_networks_layers_are_left_out_of_its_fit(tmp_path, capsys):
+    # calibrate probes the development corpus's layers: scoring a network with a fit to
+    # its own layers (at another batch size) would not be held out
+    tool = _tool()
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.workloads.networks import load_network
+
+    registry = SolverRegistry()
+    device = tool.device_for([{"kind": "cpu", "compute_units": "2", "peak_flops": "4e10",
+                               "bandwidth": "1.2e10", "launch_overhead_s": "3e-5"}])
+    layers = [layer.problem.with_direction(d) for layer in load_network("vit_b_16", 1).layers
+              for d in ("fwd", "bwd", "wrw")]
+    slow = tool.select(registry, layers[0], device, measured=False,
+                       calibrated=False).solver_id
+    _write(tmp_path / "nets.csv", layers, tool, registry, device, slow, 3.0)
+    _write(tmp_path / "own.csv", [p.with_batch(2) for p in layers], tool, registry, device,
+           slow, 3.0)
+    _write(tmp_path / "other.csv", [p.with_batch(2).with_direction("fwd") for p in
+                                    (q.__class__(2, 3, 224, 224, 768, 16, 16, stride_h=8,
+                                                 stride_w=8) for q in layers[:1])],
+           tool, registry, device, slow, 3.0)
+    rows = {}
+    for name, fit in (("own", "correction"), ("own", "none"), ("other", "correction")):
+        assert tool.main(["--probes", str(tmp_path / f"{name}.csv"),
+                          str(tmp_path / "nets.csv"), "--fit", fit]) == 0
+        rows[name, fit] = capsys.readouterr().out.splitlines()[1]
+    assert rows["own", "none"].startswith("vit_b_16")
+    assert float(rows["own", "none"].split()[6]) > 1.5      # slow is chosen, 3x slow
+    # vit's own layers were not fitted: as if there were no probes
+    assert rows["own", "correction"] == rows["own", "none"]
+    # a probe of another layer (stride 8, not vit's 16) is fitted, and catches slow
+    assert float(rows["other", "correction"].split()[6]) < 1.5

@@ -14,7 +14,8 @@ from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.workloads.networks import load_network
 from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S as LAUNCH_OVERHEAD_S
 from wticonv_direct import depthwise_plan
-from wticonv_direct.depthwise import EFFICIENCY, STREAMING, solver
+from wticonv_direct.depthwise import (EFFICIENCY, STREAMING, WRW_EFFICIENCY, WRW_TAPS,
+                                      solver)
 from wticonv_direct.naive import solver as naive_solver
 
 P = ConvProblem
@@ -297,6 +298,27 @@ def test_wti_model():
     nbytes = 4 * (2 * (2 * 2 * 64 * 64) + 2 * 9) + 2 * 4 * parts * 18
     seconds = 2 * LAUNCH_OVERHEAD_S["cpu"] + nbytes / (1e10 * STREAMING["cpu"])
     assert solver.get_wti(split, dev, None) == pytest.approx(split.flops / (1e12 * seconds))
+
+
+def test_gpu_wrw_model_charges_a_load_per_tap_in_groups_of_wrw_taps():
+    import re
+    from pathlib import Path
+
+    import wticonv_direct
+
+    cl = (Path(wticonv_direct.__file__).parent / "kernels" / "depthwise.cl").read_text()
+    assert int(re.search(r"#define DIRECT_DW_WRW_TAPS (\d+)", cl).group(1)) == WRW_TAPS
+    gpu = SimpleNamespace(kind="gpu", peak_flops=6e13, bandwidth=4e12,
+                          launch_overhead_s=1e-5, info=SimpleNamespace(compute_units=132))
+    for r, passes in ((3, 1), (5, 3), (7, 6)):
+        p = dwp(32, 384, 14, 14, 1, r, r, pad_h=r // 2, pad_w=r // 2).with_direction("wrw")
+        launches = len(depthwise_plan.plan(p, "gpu", 132).launches)
+        taps = 2 * 32 * 384 * 14 * 14 * passes * WRW_TAPS
+        seconds = launches * 1e-5 + taps / (6e13 * WRW_EFFICIENCY["gpu"])
+        assert solver.get_wti(p, gpu, None) == pytest.approx(p.flops / (6e13 * seconds))
+        # fwd keeps the bandwidth-or-arithmetic model, faster per FLOP
+        assert solver.get_wti(p.with_direction("fwd"), gpu, None) > 2 * solver.get_wti(
+            p, gpu, None)
 
 
 def _gpu_small_wrw(dev, q) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from wticonv.errors import ArgumentError, WticonvError
-from wticonv.measuring.inputs import check_host, random_inputs
+from wticonv.measuring.inputs import check_host, timing_inputs
 from wticonv.problem.conv import ConvProblem
 from wticonv.problem.tensors import OUTPUT_TENSOR, ConvTensors
 
@@ -21,8 +21,9 @@ __all__ = ["check_limits", "problem_tensors", "timed", "timed_together"]
 
 
 @contextmanager
-def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[ConvTensors]:
-    """Device buffers for ``problem``'s three tensors, the inputs random (uniform [-1, 1)),
+def problem_tensors(handle, problem: ConvProblem) -> Iterator[ConvTensors]:
+    """Device buffers for ``problem``'s three tensors, the inputs random (uniform [-1, 1),
+    :func:`wticonv.measuring.inputs.timing_inputs`),
     allocated and uploaded once for every solver timed on it, released afterwards.
 
     Raises
@@ -35,7 +36,7 @@ def problem_tensors(handle, problem: ConvProblem, seed: int = 0) -> Iterator[Con
     for name, shape in shapes.items():
         dev.check_alloc(4 * math.prod(shape), f"tensor {name} {shape}")
     check_host(sum(4 * math.prod(s) for s in shapes.values()), f"the arrays of {problem.key}")
-    data = random_inputs(problem, seed)
+    data = timing_inputs(problem)
     bufs = {}
     try:
         for name, shape in shapes.items():

@@ -113,10 +113,10 @@ class Trees:
     "threshold": [[...]], "value": [[...]]}``, each tree complete to depth D in heap order
     (node i's children are 2i+1 and 2i+2; ``2**D - 1`` splits, ``2**D`` leaves whose values
     are already scaled by the learning rate; a split goes right where the feature is above
-    its threshold). For a problem, every split of every solver's trees is decided at once
-    in flat arrays and the pattern of outcomes looked up as the leaf; a solver's log
-    correction is its base plus its trees' leaves.
-    Comparisons are made in float32, as scikit-learn's trees make them.
+    its threshold). For a problem, all trees of all solvers descend together, one level
+    per step (D gathers and comparisons over flat arrays); a solver's log correction is its
+    base plus its trees' leaves. Comparisons are made in float32, as scikit-learn's trees
+    make them.
     """
 
     def __init__(self, models: dict[str, dict]) -> None:
@@ -128,6 +128,8 @@ class Trees:
         if len(depths) != 1:
             raise ValueError(f"trees of different depths {sorted(depths)} cannot be mixed")
         self.depth = depths.pop()
+        if not 1 <= self.depth <= 6:
+            raise ValueError(f"trees of depth {self.depth}: 1 to 6 levels are evaluated")
         owner, feature, threshold, value = [], [], [], []
         for i, sid in enumerate(self.solvers):
             m = models[sid]
@@ -137,35 +139,47 @@ class Trees:
             value += m["value"]
         n = len(owner)
         self.splits, self.leaves = 2 ** self.depth - 1, 2 ** self.depth
-        if self.splits > 15:
-            raise ValueError(f"trees of depth {self.depth}: at most 4 levels are evaluated")
         self.owner = np.asarray(owner, dtype=np.intp)
-        # flat indices of every split's feature in the rows of all solvers: owner * F + f
-        self.feature = (np.asarray(feature, dtype=np.intp)
+        # every split's feature as a flat index into the rows of all solvers (owner * F + f)
+        # and its threshold, tree by tree: entry t * splits + node
+        self.feature = (np.asarray(feature, dtype=np.intp).reshape(n, self.splits)
                         + (self.owner * len(FEATURES))[:, None]).ravel()
         self.threshold = np.asarray(threshold, dtype=np.float64).ravel()
         self.value = np.asarray(value, dtype=np.float64).ravel()
-        self.leaf_base = np.arange(n, dtype=np.intp) * self.leaves
-        self.bits = 1 << np.arange(self.splits, dtype=np.intp)
+        self.split_base = np.arange(n, dtype=np.intp) * self.splits
+        self.leaf_base = np.arange(n, dtype=np.intp) * self.leaves - self.splits
+        # trees are grouped by solver: each solver's leaves sum over one run of them
+        self.starts = np.searchsorted(self.owner, np.arange(len(self.solvers)))
+        self.has_trees = np.bincount(self.owner, minlength=len(self.solvers)) > 0
         self.base = np.asarray([float(models[sid]["base"]) for sid in self.solvers])
-        # the leaf each pattern of split outcomes (bit i: split i goes right) leads to
-        self.leaf_of = np.zeros(1 << self.splits, dtype=np.intp)
-        for code in range(1 << self.splits):
-            node = 0
-            for _ in range(self.depth):
-                node = 2 * node + 1 + ((code >> node) & 1)
-            self.leaf_of[code] = node - self.splits
+        self._models = models
+        self._subsets: dict[tuple[str, ...], Trees] = {}
+
+    def subset(self, solvers) -> Trees:
+        """The trees of ``solvers`` only (those of this set's :attr:`solvers`), built once
+        per subset: a problem evaluates only the trees of the solvers that apply to it."""
+        key = tuple(sid for sid in self.solvers if sid in solvers)
+        if key == tuple(self.solvers):
+            return self
+        sub = self._subsets.get(key)
+        if sub is None:
+            if len(self._subsets) >= 64:            # a bounded memo of subsets
+                self._subsets.clear()
+            sub = self._subsets[key] = Trees({sid: self._models[sid] for sid in key})
+        return sub
 
     def log_corrections(self, rows) -> list[float]:
         """Each solver's log(measured / predicted) for its feature row (``rows``: one
-        feature tuple per solver, in :attr:`solvers` order). Every split of every tree is
-        decided at once; the pattern of outcomes names the leaf."""
+        feature tuple per solver, in :attr:`solvers` order)."""
         np = self.np
         x = np.asarray(rows, dtype=np.float32).astype(np.float64).ravel()
-        right = (x[self.feature] > self.threshold).reshape(-1, self.splits)
-        leaf = self.leaf_of[right @ self.bits]
-        sums = np.bincount(self.owner, weights=self.value[self.leaf_base + leaf],
-                           minlength=len(self.solvers))
+        node = np.zeros(len(self.owner), dtype=np.intp)
+        for _ in range(self.depth):
+            at = self.split_base + node
+            node = 2 * node + 1 + (x[self.feature[at]] > self.threshold[at])
+        leaves = self.value[self.leaf_base + node]
+        sums = np.where(self.has_trees, np.add.reduceat(leaves, self.starts), 0.0) \
+            if len(leaves) else np.zeros(len(self.solvers))
         return (self.base + sums).tolist()
 
 
@@ -208,9 +222,8 @@ def correction_factors(models: dict, versions: dict, problem, device,
         if not isinstance(m[2], dict):
             out[sid] = correction_factor(m[2], row(sid))
     if len(out) < len(usable):
-        trees = _trees_of(models)
-        rows = [row(sid) if sid in usable else base for sid in trees.solvers]
+        trees = _trees_of(models).subset(usable)
+        rows = [row(sid) for sid in trees.solvers]
         for sid, z in zip(trees.solvers, trees.log_corrections(rows), strict=True):
-            if sid in usable:
-                out[sid] = math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
+            out[sid] = math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
     return out

@@ -24,6 +24,10 @@ WTI model (fraction of ``device.peak_flops``, see docs/wti-models.md)::
 where bytes (B) counts every element of x, w and y read or written once, plus the
 workspace written and read again, flops = ``problem.flops`` (2*N*K*Ho*Wo*R*S) and
 overhead the device's measured launch overhead (:func:`wticonv.runtime.kit.launch_overhead_s`).
+Backward weights on GPUs is bound by its loads of x instead, one per filter tap and dy
+element, the taps taken :data:`WRW_TAPS` at a time (the last group padded)::
+
+    flops = 2 * N*K*Ho*Wo * ceil(R*S / WRW_TAPS) * WRW_TAPS,  at WRW_EFFICIENCY["gpu"]
 Devices other than CPUs and GPUs get ``WTI_UNKNOWN`` (-2.0,
 :func:`wticonv.runtime.kit.modelled_kind`).
 """
@@ -35,7 +39,8 @@ from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind
 
 from . import depthwise_plan
 
-__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "STREAMING", "predicted_seconds"]
+__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "STREAMING", "WRW_EFFICIENCY", "WRW_TAPS",
+           "predicted_seconds"]
 
 #: Fraction of the measured peak FP32 rate the kernels reach where arithmetic, not memory,
 #: limits them. CPU 0.16: measured on the 2-core AMD EPYC (Zen 5, AVX-512) through PoCL
@@ -50,6 +55,17 @@ EFFICIENCY = {"cpu": 0.16, "gpu": 0.25}
 #: 0.78-2.3 TB/s of 4.1, 0.35 typical (the smallest layers, 7x7 and 14x14 pictures, the
 #: least); CPU: 15-45 GB/s at N=8 against a 40-72 GB/s copy, 0.5 typical.
 STREAMING = {"cpu": 0.5, "gpu": 0.35}
+#: Filter taps one pass of the backward-weights kernel accumulates (DIRECT_DW_WRW_TAPS in
+#: kernels/depthwise.cl).
+WRW_TAPS = 9
+#: Fraction of the peak FP32 rate backward weights reaches on GPUs, counting 2 FLOPs per
+#: tap and dy element, padded taps included: each multiply-add waits on a load of x.
+#: Fitted to the H200's measurements of the depthwise layers of the corpus's 31
+#: development networks at N=1 and N=32 (173 problems, benchmarks/results/corpus-dev-*-
+#: h200.csv): 0.0158, leaving a spread of 0.17 in log(measured / predicted) on them and on
+#: the 100 of the test networks (against 0.54 for the bandwidth model, which predicted
+#: 3x3 filters 1.1-1.9x too fast, 5x5 1.9-3.7x and 7x7 2.8-7.6x).
+WRW_EFFICIENCY = {"gpu": 0.0158}
 
 
 def _bytes(problem, workspace: int) -> int:
@@ -70,8 +86,13 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
     peak, bandwidth = device.peak_flops, device.bandwidth
     if peak <= 0 or bandwidth <= 0:
         return None
-    memory = _bytes(problem, pl.workspace) / (bandwidth * STREAMING[kind])
-    compute = problem.flops / (peak * EFFICIENCY[kind])
+    p = problem
+    memory = _bytes(p, pl.workspace) / (bandwidth * STREAMING[kind])
+    if p.direction == "wrw" and kind in WRW_EFFICIENCY:
+        taps = -(-p.r * p.s // WRW_TAPS) * WRW_TAPS
+        compute = 2 * p.n * p.k * p.ho * p.wo * taps / (peak * WRW_EFFICIENCY[kind])
+    else:
+        compute = p.flops / (peak * EFFICIENCY[kind])
     return len(pl.launches) * launch_overhead_s(device) + max(memory, compute)
 
 
