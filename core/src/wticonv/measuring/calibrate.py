@@ -41,8 +41,8 @@ from wticonv.problem.conv import ConvProblem
 from wticonv.workloads.generator import random_problems
 from wticonv.workloads.networks import corpus_networks, load_network
 
-__all__ = ["PROBE_BATCHES", "PROBE_COUNT", "BUDGET_S", "SHRINK_PROBES", "SKIP_SLOWER_THAN", "calibrate",
-           "corpus_layers", "fit_factors", "probe_problems"]
+__all__ = ["PROBE_BATCHES", "PROBE_COUNT", "BUDGET_S", "SHRINK_PROBES", "SKIP_SLOWER_THAN",
+           "calibrate", "corpus_layers", "fit_factors", "probe_problems"]
 
 #: Batch sizes the probes are drawn at, per device kind (the batch sizes frameworks run
 #: at: inference at 1, training at 8-64 on GPUs, smaller on CPUs).
