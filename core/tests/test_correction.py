@@ -9,7 +9,8 @@ import warnings
 
 import pytest
 
-from wticonv.measuring.correction_fit import MIN_RUNS, fit_correction
+from wticonv.measuring.correction_fit import (MIN_RUNS, MIN_TREE_RUNS, fit_correction,
+                                              trees_available)
 from wticonv.problem.conv import ConvProblem
 from wticonv.selection.correction import FEATURES, correction_factor, features
 from wticonv.testing.launches import RecordingDevice
@@ -128,6 +129,10 @@ def test_fit_recovers_a_planted_law_and_the_factor_inverts_it():
     assert max(errs) < 1e-3
     few = fit_correction(runs[:MIN_RUNS - 1], GPU, method="trees")["s"][0]
     assert few[1:] == [0.0] * (len(FEATURES) - 1)        # too few runs: a constant only
+    some = fit_correction(runs[:MIN_TREE_RUNS - 1], GPU, method="trees")["s"][0]
+    assert isinstance(some, list) and any(some[1:])      # too few for trees: a line
+    if trees_available():
+        assert isinstance(fit_correction(runs[:MIN_TREE_RUNS], GPU)["s"][0], dict)
     assert correction_factor([10.0] + [0.0] * (len(FEATURES) - 1),
                              features(probs[0], GPU, 1.0)) == pytest.approx(math.exp(-5))
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from wticonv.selection.correction import ALWAYS_LEFT, FEATURES, features
 
-__all__ = ["RIDGE", "MIN_RUNS", "TREES", "fit_correction", "trees_available"]
+__all__ = ["RIDGE", "MIN_RUNS", "MIN_TREE_RUNS", "TREES", "fit_correction", "trees_available"]
 
 #: The boosted trees' settings (scikit-learn's names), chosen by held-out replays of H200
 #: measurements: 60-300 trees of depth 2-4 all came within 1 % of these. Squared error,
@@ -45,6 +45,13 @@ RIDGE = 0.02
 
 #: A solver measured on fewer runs gets only a constant factor (the bias).
 MIN_RUNS = 12
+
+#: Fewest runs boosted trees are fitted to; a solver with fewer (but at least
+#: :data:`MIN_RUNS`) gets the ridge regression. 150 trees of depth 4 on a dozen runs fit
+#: their noise: on the development machines' CPU, where a 240 s calibration times
+#: ``direct.naive`` on 12 probes, such trees ranked it above ``direct.depthwise`` on
+#: ConvNeXt's 7x7 depthwise layers, 8x slower (held out, tools/heldout.py).
+MIN_TREE_RUNS = 40
 
 
 def _solve(x: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
@@ -139,7 +146,7 @@ def fit_correction(runs, device, ridge: float = RIDGE, method: str | None = None
         if len(ys) < MIN_RUNS:
             coef = [0.0] * len(FEATURES)
             coef[0] = float(np.median(y))
-        elif method == "trees":
+        elif method == "trees" and len(ys) >= MIN_TREE_RUNS:
             coef = _trees(np.asarray(xs), y)
         else:
             coef = [float(c) for c in _solve(np.asarray(xs), y, ridge)]
