@@ -154,16 +154,24 @@ def main(argv=None) -> int:
     ap.add_argument("measurements", nargs="+", metavar="MEASURED.csv")
     ap.add_argument("--probes", required=True, metavar="PROBES.csv",
                     help="measurements of the calibration's probe problems")
-    ap.add_argument("--fit", choices=("none", "factors", "correction"), default="correction")
+    ap.add_argument("--fit", choices=("none", "factors", "correction"), default="correction",
+                    help="none: raw models; factors: one per solver and direction; "
+                         "correction (default): the learned correction, as calibrate fits it")
     ap.add_argument("--from-networks", action="store_true",
                     help="fit to the other networks' measurements too (held out)")
-    ap.add_argument("--hold-out", choices=("network", "family"), default="network")
-    ap.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    ap.add_argument("--hold-out", choices=("network", "family"), default="network",
+                    help="with --from-networks: leave out one network (default) or its "
+                         "whole family at a time")
+    ap.add_argument("--split", choices=("dev", "test", "all"), default="dev",
+                    help="score the corpus networks of this split (default dev) that the "
+                         "files measure fully")
     ap.add_argument("--shared-probes", choices=("drop", "keep"), default="drop",
                     help="drop (default): leave probes that are a scored network's layers out "
                          "of its fit; keep: fit them, as the product does for a network "
                          "that shares layers with the development corpus")
-    ap.add_argument("--ridge", type=float, default=RIDGE)
+    ap.add_argument("--ridge", type=float, default=RIDGE,
+                    help=f"ridge penalty of the linear correction (default {RIDGE}; used "
+                         "without scikit-learn, and for solvers with too few runs for trees)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the cases over 1.1x")
     args = ap.parse_args(argv)
     try:
@@ -203,13 +211,19 @@ def main(argv=None) -> int:
     base = None if args.from_networks or any(overlap.values()) else \
         fit(replay, probe_keys, [], args.fit, args.ridge)
     all_net_keys = {k for *_, cases in nets for k, _ in cases}
-    from wticonv.measuring.correction_fit import trees_available
+    from wticonv.measuring.correction_fit import MIN_TREE_RUNS, trees_available
 
-    kind = ("boosted trees" if trees_available() else f"ridge {args.ridge:g}") \
+    kind = (f"boosted trees (ridge {args.ridge:g} for solvers under {MIN_TREE_RUNS} runs)"
+            if trees_available() else f"ridge {args.ridge:g}") \
         if args.fit == "correction" else args.fit
+    dropped = [len(v) for v in overlap.values() if v]
     print(f"fit: {kind}, to {len(probe_keys)} probe problems"
           + (f" and the other networks (held out by {args.hold_out})"
-             if args.from_networks else ""), file=sys.stderr)
+             if args.from_networks else "")
+          + (f"; probes that are a scored network's layers left out of its fit "
+             f"({len(dropped)} networks, {min(dropped)}-{max(dropped)} probes each)"
+             if dropped else "; no probe is a scored network's layer"
+             if args.shared_probes == "drop" else "; shared probes kept"), file=sys.stderr)
     print(f"{'network':34} {'n':>3} {'cases':>5} {'within10':>8} {'top-1':>6} {'mean':>6} "
           f"{'worst':>6} {'time-wtd':>8}")
     every, tw, fits = [], [], {}

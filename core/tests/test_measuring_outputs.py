@@ -200,3 +200,20 @@ def test_written_files_are_named(cli_env, capsys, tmp_path):
             for rule, sm in data["summary"].items()} == dict.fromkeys(data["summary"], True)
     assert data["summary"]["fallback"]["time_weighted"] == pytest.approx(
         data["cases"][0]["slowdown"]["fallback"])               # one case: its slowdown
+
+
+def test_calibrate_says_which_solvers_got_which_model(cli_env, capsys):
+    import json
+
+    from wticonv.measuring.correction_fit import model_kind
+
+    assert model_kind({"base": 0.0}) == "trees"
+    assert model_kind([0.3, 0.0, 0.1]) == "ridge" and model_kind([0.3, 0.0]) == "constant"
+    assert main(["calibrate", "--json"]) == 0          # 3 probes: under 12 runs each
+    out = json.loads(capsys.readouterr().out)
+    assert out["models"]["trees"] == out["models"]["ridge"] == 0
+    assert out["models"]["constant"] >= 3 and out["learned_solvers"] == 0
+    assert main(["calibrate"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("calibrated"))
+    assert f"learned correction: a constant factor for {out['models']['constant']} solvers " \
+           "(under 12 runs)" in line and "boosted trees for" not in line

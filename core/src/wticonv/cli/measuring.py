@@ -322,15 +322,20 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
             print(f"[probe {i + 1}, {time.monotonic() - start:.0f}/{budget:.0f} s] {p.key}",
                   file=sys.stderr)
 
-    from wticonv.measuring.correction_fit import MIN_RUNS, trees_available
+    from wticonv.measuring.correction_fit import (
+        MIN_RUNS,
+        MIN_TREE_RUNS,
+        model_kind,
+        trees_available,
+    )
 
     measured: list = []
     factors = run_calibration(handle, n, progress=progress, measurements=measured,
                               budget_s=budget, from_find_db=from_find_db)
     probes = len({p for p, *_ in measured})
     models = handle.device.store.get_correction(handle.device.key)
-    learned = sum(1 for m in models.values() if isinstance(m[2], dict)
-                  or any(m[2][1:]))
+    kinds = {k: sum(1 for m in models.values() if model_kind(m[2]) == k)
+             for k in ("trees", "ridge", "constant")}
     kind = "boosted trees" if trees_available() else "ridge regression"
     if probes < FEW_PROBES:
         print(f"wticonv: only {_plural(probes, 'probe')} measured: the correction is rough; "
@@ -339,15 +344,20 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
     if as_json:
         _emit_json({"device": handle.device.info.name, "probes": probes,
                     "solver_runs": len(measured), "correction": kind,
-                    "learned_solvers": learned,
+                    "learned_solvers": kinds["trees"] + kinds["ridge"], "models": kinds,
                     "factors": {sid: {"factor": f, "probes": k}
                                 for sid, (f, k) in factors.items()}})
     else:
+        parts = [f"{label} for {_plural(kinds[k], 'solver')}{why}"
+                 for k, label, why in (
+                     ("trees", "boosted trees", ""),
+                     ("ridge", "a ridge regression",
+                      f" (under {MIN_TREE_RUNS} runs)" if trees_available() else ""),
+                     ("constant", "a constant factor", f" (under {MIN_RUNS} runs)"))
+                 if kinds[k]]
         click.echo(f"calibrated {handle.device.info.name}: {_plural(probes, 'probe')}, "
                    f"{_plural(len(measured), 'solver run')} in {time.monotonic() - start:.0f} "
-                   f"s; learned correction: {kind} for {_plural(learned, 'solver')}"
-                   + (f" ({_plural(len(models) - learned, 'solver')} with under "
-                      f"{MIN_RUNS} runs: a constant factor)" if learned < len(models) else "")
+                   f"s; learned correction: " + (", ".join(parts) or "none")
                    + ("" if trees_available() else " (pip install 'wticonv[learn]' for "
                       "boosted trees, closer to the best on networks nobody tuned to)"))
         click.echo("median factors: WTI x factor (factor < 1: slower than its model "

@@ -6,15 +6,17 @@ Per solver, a model of ``log(measured / predicted)`` on the
 - **boosted regression trees** (scikit-learn's ``GradientBoostingRegressor``: Friedman,
   *Greedy function approximation: a gradient boosting machine*, Annals of Statistics 29,
   2001; the cost model of TVM's AutoTVM is boosted trees too) where scikit-learn is
-  installed (``pip install 'wticonv[learn]'``): :data:`TREES` (150 trees of depth 3,
+  installed (``pip install 'wticonv[learn]'``), for a solver with at least
+  :data:`MIN_TREE_RUNS` runs: :data:`TREES` (150 trees of depth 4,
   learning rate 0.1, 80 % subsamples, squared error). They find what a linear model cannot: the
   interactions of direction, picture, groups and parallel work where a solver's model goes
   wrong (1x1 layers on 1x1 pictures in backward weights, depthwise backward weights).
   Held out network by network on the H200 (26 networks at N=32, 900 probes) they put
   93.8 % of the cases within 10 % of the best, against 90.0 % for the linear model
-  (docs/find-and-tune.md). The fitted trees are
+  (docs/find-and-tune.md; depth 3 then). The fitted trees are
   stored as plain arrays; selection evaluates them with NumPy, without scikit-learn.
-- else a **ridge regression** (Hoerl and Kennard, *Technometrics* 12, 1970) on the
+- else (or with fewer runs, at least :data:`MIN_RUNS`) a **ridge regression** (Hoerl and
+  Kennard, *Technometrics* 12, 1970) on the
   standardized features, solved in closed form with NumPy; the penalty (:data:`RIDGE`)
   pulls every coefficient but the bias towards zero, towards one factor per solver.
 """
@@ -27,7 +29,8 @@ import numpy as np
 
 from wticonv.selection.correction import ALWAYS_LEFT, FEATURES, features
 
-__all__ = ["RIDGE", "MIN_RUNS", "MIN_TREE_RUNS", "TREES", "fit_correction", "trees_available"]
+__all__ = ["RIDGE", "MIN_RUNS", "MIN_TREE_RUNS", "TREES", "fit_correction", "model_kind",
+           "trees_available"]
 
 #: The boosted trees' settings (scikit-learn's names), chosen by held-out replays of H200
 #: measurements: 60-300 trees of depth 2-4 all came within 1 % of these. Squared error,
@@ -69,6 +72,14 @@ def _solve(x: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
     coef[1:][keep] = beta[1:] / std[keep]
     coef[0] = beta[0] - float(np.dot(coef[1:][keep], mean[keep]))
     return coef
+
+
+def model_kind(model) -> str:
+    """``"trees"``, ``"ridge"`` or ``"constant"``: what a fitted (or stored) model of
+    :func:`fit_correction` is: boosted trees, a ridge regression, or a bias alone."""
+    if isinstance(model, dict):
+        return "trees"
+    return "ridge" if any(model[1:]) else "constant"
 
 
 def trees_available() -> bool:
