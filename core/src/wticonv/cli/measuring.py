@@ -270,7 +270,8 @@ def _finite(value, option: str):
     import math
 
     if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value!r} is not a number of seconds", param_hint=option)
+        raise click.BadParameter(f"{value!r} is not a number of seconds",
+                                 param_hint=f"'{option}'")
     return value
 
 
@@ -317,10 +318,14 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
     start = time.monotonic()
     budget = budget_s or BUDGET_S.get(handle.device.kind, BUDGET_S["cpu"])
 
+    budget_start: list[float] = []      # the budget runs from the first probe on
+
     def progress(i, count, p):
+        if not budget_start:
+            budget_start.append(time.monotonic())
         if not as_json:
-            print(f"[probe {i + 1}, {time.monotonic() - start:.0f}/{budget:.0f} s] {p.key}",
-                  file=sys.stderr)
+            spent = time.monotonic() - budget_start[0]
+            print(f"[probe {i + 1}, {spent:.0f}/{budget:.0f} s] {p.key}", file=sys.stderr)
 
     from wticonv.measuring.correction_fit import (
         MIN_RUNS,
