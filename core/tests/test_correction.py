@@ -68,7 +68,7 @@ def test_probe_problems_cover_batches_and_directions_and_keep_prefixes():
     test_only = {layer.problem for c in corpus_networks("test")
                  for layer in load_network(c.name, 1).layers} - set(dev)
     assert test_only and not test_only & {layer(p) for p in gpu[0::2]}
-    # the corpus runs out after len(dev) layers: random problems go on
+    # the corpus share (half its layers) runs out: random problems go on
     long = probe_problems("gpu", 2 * len(dev) + 100)
     assert len(long) == len(set(long)) == 2 * len(dev) + 100
 

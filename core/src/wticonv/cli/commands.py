@@ -68,17 +68,21 @@ def _network_options(f):
                              "otherwise).")(f)
 
 
-def _finite(ctx, param, value):
-    import math
+def _finite(unit: str):
+    """A click callback that refuses NaN and infinity (click's FloatRange lets NaN
+    through), naming ``unit``."""
+    def check(ctx, param, value):
+        import math
 
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a finite number of milliseconds")
-    return value
+        if value is not None and not math.isfinite(value):
+            raise click.BadParameter(f"{value} is not a finite number of {unit}")
+        return value
+    return check
 
 
 def _time_cap_option(f):
     return click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True),
-                        default=1000.0, show_default=True, callback=_finite,
+                        default=1000.0, show_default=True, callback=_finite("milliseconds"),
                         help="Kernel time after which a solver's runs are cut short.")(f)
 
 

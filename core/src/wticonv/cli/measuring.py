@@ -14,6 +14,7 @@ from wticonv.cli.commands import (
     _PASSTHROUGH,
     _device_option,
     _emit_json,
+    _finite,
     _handle,
     _json_option,
     _limit_option,
@@ -265,16 +266,6 @@ def _plural(k: int, word: str) -> str:
     return f"{k} {word}{'' if k == 1 else 's'}"
 
 
-def _finite(value, option: str):
-    """``value`` unless it is NaN (click's FloatRange lets NaN through)."""
-    import math
-
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value!r} is not a number of seconds",
-                                 param_hint=f"'{option}'")
-    return value
-
-
 #: Fewer probes than this draw a warning from ``calibrate``.
 FEW_PROBES = 30
 
@@ -287,7 +278,7 @@ FEW_PROBES = 30
               help="Measure every probe at this batch size (default: batch sizes 1-64 on "
                    "GPUs, 1-8 on CPUs).")
 @click.option("--budget-s", type=click.FloatRange(min=0, max=86400, min_open=True),
-              default=None, callback=lambda ctx, param, v: _finite(v, "--budget-s"),
+              default=None, callback=_finite("seconds"),
               help="Seconds of probe measurements (default: 50 on GPUs, 240 on CPUs); more "
                    "probes fit the correction better.")
 @click.option("--from-find-db", is_flag=True,
