@@ -2,6 +2,7 @@
 
     python benchmarks/measure_corpus.py --networks dev -n 32 --device gpu --out m.csv
     python benchmarks/measure_corpus.py --probes 300 -n 32 --device gpu --out p.csv
+    python benchmarks/measure_corpus.py --keys changed.txt --device gpu --out again.csv
 
 Each distinct problem (a layer of any chosen network, or a random problem of
 :func:`wticonv.workloads.generator.random_problems`, in each direction) is measured once,
@@ -14,7 +15,10 @@ cache directory unless ``--keep-cache``).
 
 Rows are written as each problem is done, so a run stopped by ``--budget-s`` (or killed)
 keeps what it measured; ``--skip FILE`` leaves out the problems a file already holds, to
-go on in another run.
+go on in another run. ``--keys FILE`` measures the problems named in a file (one problem
+key per line, ``#`` comments): after a model change that changes a solver's launches, the
+problems whose measurements it made stale (a replay reads the later file's rows over the
+earlier's).
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ def problems_of(args) -> list:
     from wticonv.workloads.networks import corpus_networks, load_network
 
     dirs = parse_directions(args.directions)
+    if args.keys:
+        from wticonv.problem.conv import parse_key
+
+        with open(args.keys) as f:
+            lines = [ln.split("#")[0].strip() for ln in f]
+        return list(dict.fromkeys(parse_key(ln) for ln in lines if ln))
     fwd: list = []
     if args.probes:
         fwd += random_problems(args.probes, args.n, seed=args.seed)
@@ -67,6 +77,8 @@ def main(argv=None) -> int:
     ap.add_argument("--calibration-probes", type=int, default=0, metavar="COUNT",
                     help="measure instead the first COUNT probes `wticonv calibrate` draws "
                          "for a --kind device (several batch sizes, one direction each)")
+    ap.add_argument("--keys", metavar="FILE", help="measure instead the problems this file "
+                    "names, one key per line (as the CSVs' problem column)")
     ap.add_argument("--kind", choices=("gpu", "cpu"), default="gpu")
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("--directions", default="fwd,bwd,wrw")

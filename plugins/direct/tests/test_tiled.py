@@ -13,7 +13,7 @@ import pytest
 from wticonv import WTI_UNKNOWN, ConvProblem, Decline, reference, rms_range
 from wticonv.runtime.kit import enqueue
 from wticonv.testing import EDGE_SHAPES
-from wticonv_direct import tiled_configs, tiled_plan
+from wticonv_direct import tiled_configs, tiled_plan, tiled_wti
 from wticonv_direct.tiled import declines, solver
 
 P = ConvProblem
@@ -297,6 +297,23 @@ def test_gpu_planner_picks_lanes_for_three_channels():
     p = P(32, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2,
           direction="bwd")
     assert tiled_plan.plan(p, "gpu", 132, None, 62.6e12, 4.1e12).variant == "lanes"
+
+
+def test_gpu_lanes_are_latency_bound_on_long_reductions():
+    # A segmentation head's 256 -> 3 1x1 layer at N=1: each lanes work-item would run the
+    # 256 channels alone, at least 256 x LANES_STEP_S (measured 0.16 ms on the H200, the
+    # 128 x 128 tile 0.05 ms); the planner takes a tile. A short reduction (16 channels,
+    # 4 outputs) stays on lanes, whose floor is then below its launch.
+    head = P(1, 256, 13, 13, 3, 1, 1)
+    plan = tiled_plan.plan(head, "gpu", 132, None, 62.6e12, 4.1e12, 11e-6)
+    assert plan.variant != "lanes"
+    lanes = tiled_plan._cpu_plan(head, 1, tiled_plan._lens(head), tiled_plan.GPU_LANES,
+                                 tiled_plan.GPU_LANES_LOCAL)
+    t = tiled_wti.plan_seconds(lanes, "gpu", 132, 62.6e12, 4.1e12, 11e-6)
+    assert t >= 11e-6 + 256 * tiled_wti.LANES_STEP_S
+    assert t > tiled_wti.plan_seconds(plan, "gpu", 132, 62.6e12, 4.1e12, 11e-6)
+    small = P(1, 16, 1, 1, 4, 1, 1)
+    assert tiled_plan.plan(small, "gpu", 132, None, 62.6e12, 4.1e12, 11e-6).variant == "lanes"
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])

@@ -182,10 +182,15 @@ GPU_PLAN_CASES = [
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd", "wrw"])
 @pytest.mark.parametrize("p", GPU_PLAN_CASES, ids=lambda p: p.key)
-def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
+def test_gpu_plans_run_correctly_on_any_device(handle, p, direction, monkeypatch):
     """The GPU kernels and plans (local-memory SGEMM, split-K, element-wise im2col) run on
-    the CPU device too, so CI checks their results without a GPU."""
+    the CPU device too, so CI checks their results without a GPU. These grids are small,
+    where the plans would take the scalar loads (params.VEC_LATENCY); with that charge off,
+    they take float4 loads wherever those apply, so both variants run."""
     from wticonv.runtime import kit
+    from wticonv_gemm import params
+
+    monkeypatch.setattr(params, "VEC_LATENCY", 0.0)
 
     q = p.with_direction(direction)
     dev = handle.device
@@ -218,7 +223,8 @@ def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
 
 
 @pytest.mark.parametrize("M, N, K, vec", [(37, 53, 29, False), (64, 100, 36, True),
-                                          (128, 130, 68, True), (20, 8, 4, True)])
+                                          (128, 130, 68, True), (20, 8, 4, True),
+                                          (64, 100, 36, False)])
 def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
     """The GPU SGEMM (scalar and float4-load variants, tile remainders in M, N and K) on
     plain row-major matrices, run on whatever device is present."""
@@ -232,8 +238,8 @@ def test_gpu_sgemm_kernel_plain_matrices(handle, M, N, K, vec):
     B = rng.uniform(-1, 1, (K, ldb)).astype(np.float32)
     op = GemmOp(M, N, K, a=Operand("a", ms=K, ks=1), b=Operand("b", ks=ldb, cols=ColMap()),
                 c=Operand("c", ms=N, cols=ColMap()))
-    launch = gemm_launch(op, "gpu", 132)
-    assert ("-DGEMM_VEC=1" in launch.options) == vec
+    launch = gemm_launch(op, "gpu", 132, vec=vec)
+    assert ("-DGEMM_VEC=1" in launch.options) == (vec and M != 37)  # 37: rows unaligned
     bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.alloc(4 * M * N)}
     kit.enqueue(dev, [launch], bufs)
     C = dev.download(bufs["c"], (M, N))
@@ -284,3 +290,38 @@ def test_default_workspace_is_capped_without_a_limit():
     huge = P(n=2, c=4096, h=128, w=128, k=8, r=3, s=3, pad_h=1, pad_w=1)
     assert plan.col_bytes_per_image(huge) > 2**30
     assert chunk_for(huge, HUGE_GPU, None) == 1  # at least one image, cap or not
+
+
+def test_gpu_sgemm_float4_only_where_the_grid_hides_its_latency():
+    """The GPU plan takes the float4-load variant for a large GEMM and the scalar one for a
+    grid of a few work-groups (params.VEC_LATENCY), and the model charges float4 on small
+    grids: 1 / (1 + VEC_LATENCY x (1 - groups / (VEC_FULL_GROUPS_PER_CU x CUs)))."""
+    from wticonv_gemm import params
+    from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
+
+    def op(M, N, K):
+        return GemmOp(M, N, K, a=Operand("a", ms=K, ks=1), b=Operand("b", ks=N, cols=ColMap()),
+                      c=Operand("c", ms=N, cols=ColMap()))
+
+    assert "-DGEMM_VEC=1" in gemm_launch(op(4096, 4096, 4096), "gpu", 132).options
+    small = gemm_launch(op(64, 128, 512), "gpu", 132)
+    assert "-DGEMM_VEC=1" not in small.options
+    assert "-DGEMM_VEC=1" in gemm_launch(op(64, 128, 512), "gpu", 132, vec=True).options
+    cfg = params.GPU_CONFIGS[1]                        # 64 x 64: 2 work-groups here
+    plain = params.efficiency(cfg, 64, 128, 512, 1, 132, vec=True)
+    short = 1 - 2 / (params.VEC_FULL_GROUPS_PER_CU * 132)
+    unpenalized = (cfg.efficiency * (2 / 264) * 512 / (512 + 2 * cfg.kwg))
+    assert plain == pytest.approx(unpenalized / (1 + params.VEC_LATENCY * short))
+
+
+def test_gpu_col2im_charges_its_tap_loop():
+    """The GPU col2im tests all R x S taps of every dx element (most skipped at stride
+    2), and its launch charges 2 FLOPs a tap at plan.COL2IM_TAP_EFFICIENCY; the CPU's
+    plane-ordered col2im skips nothing and is charged its traffic alone."""
+    p = P(32, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2,
+          direction="bwd")
+    gpu = [la for la in plan.plan_im2col(p, "gpu", 132, 2**40) if la.kernel == "col2im"]
+    assert gpu and sum(la.flops for la in gpu) == 2 * 32 * 3 * 224 * 224 * 49
+    assert all(la.efficiency == plan.COL2IM_TAP_EFFICIENCY for la in gpu)
+    cpu = [la for la in plan.plan_im2col(p, "cpu", 2, 2**40) if la.kernel == "col2im_cpu"]
+    assert cpu and all(la.flops == 0 for la in cpu)

@@ -338,3 +338,25 @@ def test_nan_where_no_output_reads_stays_out(handle, solver, p, where):
     result, ref = run_case(handle, p, solver, fill=poison)
     assert np.isfinite(ref).all() and np.isfinite(result).all()
     assert rms_range(result, ref) <= TOL[solver]
+
+
+def test_fused_wti_has_a_latency_floor_on_gpus():
+    """256 -> 4 channels on 13x13 at N=1 is one work-group running 32 steps of 8 input
+    channels one after another (fused_plan.STEP_S each; measured 0.197 ms on the H200,
+    its FLOPs alone predict 0.012): the WTI reports the floor. A large layer is
+    throughput-bound, and the CPU has no floor."""
+    from wticonv.testing.launches import RecordingDevice
+    from wticonv_winograd import fused_plan
+
+    gpu = RecordingDevice("gpu", launch_overhead_s=11e-6)
+    head = P(1, 256, 13, 13, 4, 3, 3, pad_h=1, pad_w=1)
+    v = wplan.Variant(2, 2, 3, 3)
+    floor = fused_plan.serial_seconds(head, v, "gpu", 132)
+    assert floor == pytest.approx(32 * fused_plan.STEP_S["gpu"])
+    wti = fused.get_wti(problem=head, device=gpu, workspace_limit=None)
+    assert wti == pytest.approx(head.flops / (gpu.peak_flops * (11e-6 + floor)))
+    big = P(32, 256, 56, 56, 256, 3, 3, pad_h=1, pad_w=1)
+    (launch,) = fused_plan.fused_plan(big, v, "gpu")
+    busy = launch.flops / (gpu.peak_flops * launch.efficiency)
+    assert fused_plan.serial_seconds(big, v, "gpu", 132) < busy
+    assert fused_plan.serial_seconds(head, v, "cpu", 2) == 0.0

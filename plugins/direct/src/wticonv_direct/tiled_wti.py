@@ -20,6 +20,10 @@
   reduction's partial sums written and read once, at the measured bandwidth.
 - ``overhead`` is the device's measured launch cost
   (:func:`wticonv.runtime.kit.launch_overhead_s`).
+- the "lanes" plans (GPUs, 4 channels or fewer) take at least ``launches x reduction x``
+  :data:`LANES_STEP_S`: each work-item runs its reduction alone, one dependent step of
+  loads after another, so few channels with a long reduction are latency-bound however
+  many work-items run.
 
 The same model picks the GPU tile build and the split (tiled_plan.plan). Device kinds
 other than CPUs and GPUs get -2.0 (unknown, :func:`wticonv.runtime.kit.modelled_kind`).
@@ -32,8 +36,8 @@ from __future__ import annotations
 from wticonv import WTI_UNKNOWN
 from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S, launch_overhead_s, modelled_kind
 
-__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "plan_seconds",
-           "seconds", "wti"]
+__all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "LANES_STEP_S",
+           "plan_seconds", "seconds", "wti"]
 
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
@@ -67,6 +71,14 @@ SETUP_STEPS = {"cpu": 32, "gpu": 24}
 #: predicted)| 0.15 with it, 0.21 without: 7x7 pictures, a reduction of 392 or less per
 #: block, ran 1.3-2x slower than predicted).
 DOT_SETUP_STEPS = 64
+#: Seconds per reduction step of a GPU "lanes" work-item (4 weights and 8 inputs loaded,
+#: 32 multiply-adds), the floor of a launch whatever its width: fitted to the 65 lanes
+#: plans of the H200 corpus measurements (benchmarks/results/corpus-*-h200.csv, N=1 and
+#: 32; the SE blocks' 96 -> 4 1x1 layers, segmentation heads' 256 -> 3, first layers'
+#: backward data). 0.35 us per step (0.25-0.7 measured) cut the spread of log(measured /
+#: predicted) from 0.60 to 0.26; without it, 1x1 layers with K = 3 were predicted 4.5x
+#: too fast.
+LANES_STEP_S = 0.35e-6
 
 
 def plan_seconds(plan, kind: str, compute_units: int, peak_flops: float,
@@ -95,6 +107,8 @@ def seconds(kind: str, variant: str, blocks: int, padded_flops: float, traffic_b
     q = reduction / splits
     eff *= q / (q + (DOT_SETUP_STEPS if variant == "dot" else SETUP_STEPS[kind]))
     compute = padded_flops / (peak_flops * eff) if padded_flops > 0 else 0.0
+    if variant == "lanes":
+        compute = max(compute, n_launches * reduction * LANES_STEP_S)
     return n_launches * launch_s + compute + traffic_bytes / bandwidth
 
 

@@ -112,6 +112,16 @@ SCALAR_LOADS_FACTOR = 0.85
 #: 73x73 pictures whose pixel count is odd or under VEC_MIN_PICTURE, ran 1.3x slower than
 #: the dense-matrix factor predicted (evaluate-inception3-n32-h200.csv).
 MAPPED_SCALAR_LOADS_FACTOR = 0.65
+#: The float4 variant hides its loads' latency only with many work-groups in flight: on
+#: grids of fewer than VEC_FULL_GROUPS_PER_CU work-groups per compute unit its efficiency
+#: is divided by ``1 + VEC_LATENCY x (1 - work-groups / (VEC_FULL_GROUPS_PER_CU x compute
+#: units))``. Fitted to gemm.1x1 forward in the H200 corpus measurements
+#: (benchmarks/results/corpus-*-h200.csv, N=1 and 32, 373 float4 runs): against the
+#: scalar variant's runs at the same fill, float4 ran 1.87x slower than predicted under 0.5
+#: work-groups per compute unit, 1.6x under 2, 1.16x under 8 and as predicted above;
+#: gemm.im2col's forward GEMMs showed the same (1.6x under 2 per compute unit).
+VEC_LATENCY = 0.9
+VEC_FULL_GROUPS_PER_CU = 4
 #: The kernel variant whose B operand is k-fast (``GEMM_B_KFAST=1``: the backward-weights
 #: GEMMs of gemm.1x1, gemm.im2col and the Winograd solvers, both operands read along the
 #: reduction) ran 1.3x slower against this model than the forward GEMMs of the same
@@ -135,13 +145,19 @@ def efficiency(cfg: GpuConfig, M: int, N: int, K: int, groups: int,
     work-groups per compute unit hide each other's barriers and loads); kfill =
     K / (K + 2 * kwg) charges the prologue and epilogue of short reductions; loads =
     SCALAR_LOADS_FACTOR when the float4-load variant does not apply
-    (MAPPED_SCALAR_LOADS_FACTOR when B's columns are ``mapped`` pixels of pictures), times
+    (MAPPED_SCALAR_LOADS_FACTOR when B's columns are ``mapped`` pixels of pictures), else
+    the float4 variant's latency on small grids (:data:`VEC_LATENCY`), times
     B_KFAST_FACTOR when B is read along k (``b_kfast``).
     """
     mt, nt = -(-M // cfg.mwg), -(-N // cfg.nwg)
-    fill = min(1.0, mt * nt * groups / (2.0 * compute_units))
+    groups_run = mt * nt * groups
+    fill = min(1.0, groups_run / (2.0 * compute_units))
     kfill = K / (K + 2.0 * cfg.kwg)
-    loads = 1.0 if vec else (MAPPED_SCALAR_LOADS_FACTOR if mapped else SCALAR_LOADS_FACTOR)
+    if vec:
+        short = max(0.0, 1.0 - groups_run / (VEC_FULL_GROUPS_PER_CU * compute_units))
+        loads = 1.0 / (1.0 + VEC_LATENCY * short)
+    else:
+        loads = MAPPED_SCALAR_LOADS_FACTOR if mapped else SCALAR_LOADS_FACTOR
     if b_kfast:
         loads *= B_KFAST_FACTOR
     # M / (mt * mwg) = _util(M, cfg.mwg), likewise N

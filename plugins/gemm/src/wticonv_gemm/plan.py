@@ -42,6 +42,14 @@ __all__ = ["col_bytes_per_image", "chunk_images", "plan_im2col", "plan_1x1", "IM
 
 #: Work-group size (dimension 0) of the im2col, col2im and fill kernels, per device kind.
 IM2COL_LOCAL = {"cpu": 64, "gpu": 256}
+#: The GPU col2im tests every filter tap for each dx element (N x C x H x W x R x S
+#: iterations, most of them skipped at stride > 1); its launch charges 2 FLOPs a tap at
+#: this fraction of peak, 4e11 taps/s on the H200: fitted to gemm.im2col's backward data
+#: on the 658 filters larger than 1x1 of the H200 corpus measurements
+#: (benchmarks/results/corpus-*-h200.csv), whose log(measured / predicted) spread fell
+#: from 0.28 to 0.16 (median ratio 1.21 at stride 1 and 1.51 at stride 2-4 before, 1.06
+#: and 1.04 after: strided 7x7 and 11x11 filters ran 2-3x slower than their traffic).
+COL2IM_TAP_EFFICIENCY = 2 * 4e11 / 62.6e12
 _F32 = 4
 _INT32 = 2**31 - 1
 
@@ -116,15 +124,18 @@ def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
 
 
 def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
-    """Reads the chunk's column buffer, writes dx (cost: both, once)."""
+    """Reads the chunk's column buffer, writes dx (cost: both, once; on GPUs also its tap
+    loop, :data:`COL2IM_TAP_EFFICIENCY`)."""
     args = partial(_chunk_args, p, "ws", "x", n0, nc)
     traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
     if kind == "cpu":
         return KERNELS.launch("im2col.cl", "col2im_cpu", "", (nc, p.c), (1, 1), args,
                               bytes=traffic)
     local = IM2COL_LOCAL[kind]
+    taps = nc * p.c * p.h * p.w * p.r * p.s
     return KERNELS.launch("im2col.cl", "col2im", "", (_round(p.h * p.w, local), nc, p.c),
-                  (local, 1, 1), args, bytes=traffic)
+                  (local, 1, 1), args, flops=2 * taps, efficiency=COL2IM_TAP_EFFICIENCY,
+                  bytes=traffic)
 
 
 def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,

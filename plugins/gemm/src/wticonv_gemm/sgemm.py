@@ -221,12 +221,15 @@ def _sizes(op: GemmOp) -> tuple:
 
 
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
-                vector_width: int = 16) -> Launch:
+                vector_width: int = 16, vec: bool | None = None) -> Launch:
     """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``); its arguments
     are built when first read.
 
     ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads;
     ``vector_width`` is a CPU's preferred float vector width (see params.cpu_configs).
+    ``vec`` (GPUs): True or False asks for the float4-load variant or the scalar one (True
+    is honoured only where float4 loads apply to ``op``); None (the default) takes float4
+    where it applies and is predicted faster (params.VEC_LATENCY: not on small grids).
     """
     _check_int32(op)
     if op.splits > 1 and kind == "cpu":
@@ -252,14 +255,22 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
                                                          scattered=op.c.cols.ws > 1),
                       _traffic(op), math.prod(grid) * params.CPU_NN_ITEM_S / compute_units)
     cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
-    vec = cfg.vec_ok() and _vec_aligned(op)
-    options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
     nbs = -(-op.nb // op.splits)
     grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
             op.groups * op.splits)
     mapped = b.cols.ns != 0 or b.cols.hs != 0      # pixels of pictures, not a dense matrix
-    eff = params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
-                            compute_units, vec, mapped, b_kfast=b.ks == 1)
+
+    def eff_of(vec: bool) -> float:
+        return params.efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
+                                 compute_units, vec, mapped, b_kfast=b.ks == 1)
+
+    # float4 loads where they apply and are predicted faster (not on small grids)
+    can = cfg.vec_ok() and _vec_aligned(op)
+    if vec is None:
+        vec = can and eff_of(True) > eff_of(False)
+    vec = bool(vec and can)
+    eff = eff_of(vec)
+    options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
     return KERNELS.launch("sgemm_gpu.cl", "sgemm", options, grid, (cfg.ndimc, cfg.mdimc, 1),
                   lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
 

@@ -7,6 +7,12 @@ off where the workspace is limited or absent, and on small problems where the un
 plan's four launches and its round trips through global memory dominate. Its multiply
 reads its operands from local memory, so on large layers the unfused solvers, whose
 multiply is a register-blocked SGEMM, rank above it (the WTI model tells them apart).
+
+WTI: the launch's predicted time (its multiply's padded FLOPs at fused_plan.EFFICIENCY,
+its traffic, the launch overhead) or, on GPUs, its latency floor where that is longer: a
+work-group runs its input channels in steps one after another
+(:func:`wticonv_winograd.fused_plan.serial_seconds`), so few output channels over many
+input channels take far longer than their FLOPs.
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, modelled_kind
+from wticonv.runtime.kit import enqueue, kernel_family, launch_overhead_s, modelled_kind
 from wticonv_gemm import sgemm
 
 from .f2x3 import covers_3x3
-from .fused_plan import fused_plan, limit_reason
+from .fused_plan import fused_plan, limit_reason, serial_seconds
 from .plan import Variant
 
 __all__ = ["FusedF2x3Solver", "solver"]
@@ -70,7 +76,11 @@ class FusedF2x3Solver:
     def get_wti(self, problem, device, workspace_limit):
         if modelled_kind(device) is None:
             return WTI_UNKNOWN
-        return sgemm.wti(problem, _plan(problem, kernel_family(device)), device)
+        kind = kernel_family(device)
+        t = max(sgemm.predict_seconds(_plan(problem, kind), device),
+                launch_overhead_s(device)
+                + serial_seconds(problem, _VARIANT, kind, device.info.compute_units))
+        return problem.flops / (device.peak_flops * t)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

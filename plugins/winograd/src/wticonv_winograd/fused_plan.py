@@ -70,6 +70,19 @@ FEW_OUTPUTS = 4
 #: local memory, one read per one to two FMAs, far from a register-blocked SGEMM.
 EFFICIENCY = {"cpu": 0.06, "gpu": 0.18}
 
+#: GPUs: seconds a work-group spends on each step of :attr:`FusedParams.cb` input channels
+#: (load, transform, stage, multiply, each after the last), the floor of its run time
+#: whatever the multiply's rate: ``waves x steps x STEP_S`` (waves of
+#: :data:`GROUPS_PER_CU` work-groups per compute unit). Fitted to the 712 fused runs of
+#: the H200 corpus measurements (benchmarks/results/corpus-*-h200.csv, N=1 and 32): few
+#: output channels over many input channels (256 -> 4 on 13x13, 1024 -> 24 on 19x19 at
+#: N=1, one or two work-groups) ran 17-22x slower than their FLOPs predicted; with the
+#: floor the spread of log(measured / predicted) fell from 0.71 to 0.23.
+STEP_S = {"gpu": 4e-6}
+#: Work-groups of 128 work-items resident per compute unit (2048 threads per SM on the
+#: H200: CUDA C Programming Guide, compute capability 9.0).
+GROUPS_PER_CU = 16
+
 
 def params(kind: str, outputs: int) -> FusedParams:
     """The work-group shape for ``outputs`` output channels per group on a ``kind`` device."""
@@ -128,3 +141,18 @@ def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
                     i32(piece.offh), i32(piece.offw), i64(wbase), i64(O * I * p.r * p.s),
                     i64(so), i64(si), i64(sr), i64(ss)),
                    flops=flops, efficiency=EFFICIENCY[kind], bytes=traffic)]
+
+
+def serial_seconds(p, v: Variant, kind: str, compute_units: int) -> float:
+    """The latency floor of :func:`fused_plan`'s launch on a ``kind`` device of
+    ``compute_units`` (seconds, launch overhead excluded; 0 where :data:`STEP_S` has no
+    figure for ``kind``): waves of work-groups x channel steps x :data:`STEP_S`."""
+    step = STEP_S.get(kind)
+    if step is None:
+        return 0.0
+    geo = geometry(p, v)
+    fp = params(kind, geo.O)
+    th, tw = geo.tiles(v)
+    blocks = -(-geo.n * th * tw // fp.ft) * -(-geo.O // fp.fk) * geo.groups
+    waves = -(-blocks // (GROUPS_PER_CU * compute_units))
+    return waves * -(-geo.I // fp.cb) * step
