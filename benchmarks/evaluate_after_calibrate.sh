@@ -2,15 +2,24 @@
 # Calibrate, then score the fallback on corpus networks, as a user would (issue #18):
 #   sh benchmarks/evaluate_after_calibrate.sh OUTDIR N BUDGET_S NETWORK...
 # writes OUTDIR/calibrate.{csv,txt} and OUTDIR/eval-NETWORK.{csv,txt}; stops starting
-# networks once BUDGET_S seconds have passed since it began.
+# networks once BUDGET_S seconds have passed since it began. PYTHON (default: python)
+# is the interpreter with wticonv installed (.venv/bin/python here; on the GPU machine,
+# python after . .whl/gpu-env.sh).
+if [ $# -lt 4 ]; then
+    echo "usage: sh benchmarks/evaluate_after_calibrate.sh OUTDIR N BUDGET_S NETWORK..." >&2
+    echo "(NETWORK: a corpus or built-in name, as 'wticonv networks' lists)" >&2
+    exit 2
+fi
 out=$1 n=$2 budget=$3
 shift 3
 mkdir -p "$out"
 start=$(date +%s)
-python -m wticonv calibrate --device gpu --csv "$out/calibrate.csv" > "$out/calibrate.txt" 2>&1
+"${PYTHON:-python}" -m wticonv calibrate --device gpu --csv "$out/calibrate.csv" > "$out/calibrate.txt" 2>&1 \
+    || { tail -3 "$out/calibrate.txt" >&2; exit 1; }
 for net in "$@"; do
     [ $(( $(date +%s) - start )) -gt "$budget" ] && { echo "budget spent before $net"; break; }
-    python -m wticonv evaluate "$net" -n "$n" -i 5 --time-cap-ms 50 --device gpu \
-        --csv "$out/eval-$net.csv" > "$out/eval-$net.txt" 2>&1
+    "${PYTHON:-python}" -m wticonv evaluate "$net" -n "$n" -i 5 --time-cap-ms 50 --device gpu \
+        --csv "$out/eval-$net.csv" > "$out/eval-$net.txt" 2>&1 \
+        || { echo "$net failed:" >&2; tail -3 "$out/eval-$net.txt" >&2; continue; }
     echo "$net $(( $(date +%s) - start )) s: $(grep '^fallback' "$out/eval-$net.txt")"
 done

@@ -35,6 +35,31 @@ COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
            "bandwidth", "launch_overhead_s")
 
 
+def keys_file_problems(path: str) -> list:
+    """The problems a keys file names, in order, once each (one problem key per line;
+    ``#`` starts a comment). Exits with a message naming the file and line of a key that
+    cannot be parsed, or if the file is missing or names none."""
+    from wticonv.errors import ProblemError
+    from wticonv.problem.conv import parse_key
+
+    try:
+        with open(path) as f:
+            lines = [ln.split("#")[0].strip() for ln in f]
+    except OSError as e:
+        sys.exit(f"--keys {path}: {e.strerror}")
+    out: dict = {}
+    for i, ln in enumerate(lines, 1):
+        if ln:
+            try:
+                out.setdefault(parse_key(ln))
+            except ProblemError as e:
+                sys.exit(f"--keys {path}, line {i}: {e}")
+    if not out:
+        sys.exit(f"--keys {path}: no problem keys in it (one key per line, as the CSVs' "
+                 "problem column)")
+    return list(out)
+
+
 def problems_of(args) -> list:
     from wticonv.measuring.bench import parse_directions
     from wticonv.workloads.generator import random_problems
@@ -42,11 +67,7 @@ def problems_of(args) -> list:
 
     dirs = parse_directions(args.directions)
     if args.keys:
-        from wticonv.problem.conv import parse_key
-
-        with open(args.keys) as f:
-            lines = [ln.split("#")[0].strip() for ln in f]
-        return list(dict.fromkeys(parse_key(ln) for ln in lines if ln))
+        return keys_file_problems(args.keys)
     fwd: list = []
     if args.probes:
         fwd += random_problems(args.probes, args.n, seed=args.seed)

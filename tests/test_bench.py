@@ -174,3 +174,31 @@ def test_bench_with_a_forced_solver_counts_declines_apart(capsys):
                "-S", "winograd.f2x3", "--no-verify"])
     out = capsys.readouterr().out
     assert rc == 0 and f"{len(declined)} declined by winograd.f2x3" in out
+
+
+def test_measure_corpus_keys_file(tmp_path):
+    """benchmarks/measure_corpus.py --keys: comments and duplicates dropped, keys in order;
+    a bad key, an empty or a missing file end the run with the file and line named."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import measure_corpus
+    finally:
+        sys.path.pop(0)
+    a = "64-56-56-1x1-64-56-56-1-0x0-1x1-1x1-0-NCHW-FP32-F"
+    b = "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-W"
+    good = tmp_path / "good.txt"
+    good.write_text(f"# re-measure\n{a}  # a 1x1\n\n{b}\n{a}\n")
+    assert [p.key for p in measure_corpus.keys_file_problems(str(good))] == [a, b]
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"{a}\nhello\n")
+    with pytest.raises(SystemExit, match=r"bad.txt, line 2: cannot parse find-db key 'hello'"):
+        measure_corpus.keys_file_problems(str(bad))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    with pytest.raises(SystemExit, match="no problem keys"):
+        measure_corpus.keys_file_problems(str(empty))
+    with pytest.raises(SystemExit, match="No such file"):
+        measure_corpus.keys_file_problems(str(tmp_path / "missing.txt"))
