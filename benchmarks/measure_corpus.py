@@ -89,33 +89,71 @@ def problems_of(args) -> list:
     return list(out)
 
 
+def _positive(kind):
+    """An argparse type: a finite number of ``kind`` above zero."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (0 < v < float("inf")):
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number above 0")
+        return v
+    return parse
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--networks", default="", help="comma-separated corpus or built-in "
-                    "names, or dev / test / all (the corpus's splits)")
-    ap.add_argument("--probes", type=int, default=0, help="random problems to add")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--calibration-probes", type=int, default=0, metavar="COUNT",
-                    help="measure instead the first COUNT probes `wticonv calibrate` draws "
-                         "for a --kind device (several batch sizes, one direction each)")
-    ap.add_argument("--keys", metavar="FILE", help="measure instead the problems this file "
-                    "names, one key per line (as the CSVs' problem column)")
-    ap.add_argument("--kind", choices=("gpu", "cpu"), default="gpu")
-    ap.add_argument("-n", type=int, default=32)
-    ap.add_argument("--directions", default="fwd,bwd,wrw")
-    ap.add_argument("-i", "--iterations", type=int, default=5)
-    ap.add_argument("--time-cap-ms", type=float, default=50.0)
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--budget-s", type=float, default=float("inf"),
-                    help="stop (keeping what was measured) after this many seconds")
-    ap.add_argument("--skip", action="append", default=[], metavar="FILE",
-                    help="leave out the problems this CSV already holds")
-    ap.add_argument("--keep-cache", action="store_true",
-                    help="use the usual cache directory (its calibration and perf-db)")
-    ap.add_argument("--out", required=True)
+    what = ap.add_argument_group("what to measure (--keys, else --calibration-probes, else "
+                                 "--networks and --probes together)")
+    what.add_argument("--networks", default="", help="comma-separated corpus or built-in "
+                      "names, or dev / test / all (the corpus's splits)")
+    what.add_argument("--probes", type=int, default=0,
+                      help="random problems to add (default 0)")
+    what.add_argument("--seed", type=int, default=0, help="seed of --probes (default 0)")
+    what.add_argument("--calibration-probes", type=int, default=0, metavar="COUNT",
+                      help="measure instead the first COUNT probes `wticonv calibrate` draws "
+                           "for a --kind device (several batch sizes, one direction each)")
+    what.add_argument("--keys", metavar="FILE", help="measure instead the problems this file "
+                      "names, one key per line (as the CSVs' problem column; each key holds "
+                      "its batch size and direction)")
+    what.add_argument("--kind", choices=("gpu", "cpu"), default="gpu",
+                      help="device kind whose probes --calibration-probes draws (default gpu)")
+    what.add_argument("-n", type=int, default=32,
+                      help="batch size of --networks and --probes (default 32)")
+    what.add_argument("--directions", default="fwd,bwd,wrw",
+                      help="directions of --networks and --probes (default fwd,bwd,wrw)")
+    how = ap.add_argument_group("how")
+    how.add_argument("-i", "--iterations", type=_positive(int), default=5,
+                     help="timed runs per solver (default 5)")
+    how.add_argument("--time-cap-ms", type=_positive(float), default=50.0,
+                     help="kernel time after which a solver's runs are cut short (default 50)")
+    how.add_argument("--device", default=None,
+                     help="OpenCL device: gpu, cpu or P:D (default: as wticonv chooses)")
+    how.add_argument("--budget-s", type=_positive(float), default=float("inf"),
+                     help="stop (keeping what was measured) after this many seconds")
+    how.add_argument("--skip", action="append", default=[], metavar="FILE",
+                     help="leave out the problems this CSV already holds")
+    how.add_argument("--keep-cache", action="store_true",
+                     help="use the usual cache directory (its calibration and perf-db); "
+                          "else a temporary one, removed at the end")
+    ap.add_argument("--out", required=True, help="CSV to append the rows to")
     args = ap.parse_args(argv)
+    from wticonv.errors import WticonvError
+
+    try:                                  # bad input ends here, before any device is used
+        todo_all = problems_of(args)
+    except WticonvError as e:
+        ap.error(str(e))
+    if not todo_all:
+        ap.error("nothing to measure: give --networks, --probes, --calibration-probes or --keys")
     if not args.keep_cache:
-        os.environ["WTICONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="wticonv-measure-")
+        import atexit
+        import shutil
+
+        cache = tempfile.mkdtemp(prefix="wticonv-measure-")
+        atexit.register(shutil.rmtree, cache, True)
+        os.environ["WTICONV_CACHE_DIR"] = cache
     import wticonv
     from wticonv.measuring.evaluate import evaluate
 
@@ -123,7 +161,7 @@ def main(argv=None) -> int:
     for path in args.skip:
         with open(path, newline="") as f:
             skip |= {r["problem"] for r in csv.DictReader(f)}
-    todo = [p for p in problems_of(args) if p.key not in skip]
+    todo = [p for p in todo_all if p.key not in skip]
     handle = wticonv.Handle(args.device)
     dev = handle.device
     figures = (dev.info.name, dev.kind, dev.info.compute_units, f"{dev.peak_flops:.6g}",
@@ -151,7 +189,8 @@ def main(argv=None) -> int:
             if i % 50 == 0:
                 print(f"[{i + 1}/{len(todo)}] {time.monotonic() - t0:6.0f} s {p.key}",
                       file=sys.stderr)
-    print(f"{done} problems measured in {time.monotonic() - t0:.0f} s to {args.out}",
+    print(f"{done} problem{'s' * (done != 1)} measured in {time.monotonic() - t0:.0f} s to "
+          f"{args.out}",
           file=sys.stderr)
     return 0
 

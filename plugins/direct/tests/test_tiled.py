@@ -406,3 +406,17 @@ def test_gpu_plan_built_on_first_use_equals_the_eager_plan(name, direction):
                   "phases", "n_launches", "workspace_bytes"):
         assert getattr(lazy, name_) == getattr(eager, name_), name_
     assert lazy.launches == eager.launches and len(lazy.launches) == lazy.n_launches
+
+
+def test_gpu_wti_scales_the_chosen_plan_by_its_build_bias():
+    # The planner compares builds by their modelled seconds; the WTI of the plan it keeps
+    # is scaled by the build's measured median ratio (tiled_wti.PLAN_BIAS).
+    from wticonv.testing.launches import RecordingDevice
+
+    gpu = RecordingDevice("gpu", launch_overhead_s=11e-6)
+    p = P(32, 256, 14, 14, 256, 3, 3, pad_h=1, pad_w=1)
+    plan = tiled_plan.plan(p, "gpu", 132, None, gpu.peak_flops, gpu.bandwidth, 11e-6)
+    t = tiled_wti.plan_seconds(plan, "gpu", 132, gpu.peak_flops, gpu.bandwidth, 11e-6)
+    bias = tiled_wti.PLAN_BIAS[("gpu", plan.variant)]
+    assert 0.4 < bias < 1.0
+    assert tiled_wti.wti(p, plan, gpu) == pytest.approx(p.flops / (gpu.peak_flops * t * bias))
