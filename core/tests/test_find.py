@@ -211,6 +211,9 @@ def test_calibrate_measures_the_probes_and_stores_factors(own_handle, monkeypatc
     small = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
              for d in ("fwd", "bwd", "wrw")]
     monkeypatch.setattr(cal, "_probes", lambda kind, n: small)
+    # every solver timed on every probe, however the loaded machine's measured peak makes
+    # direct.naive's flat model look (calibrate skips those predicted 10x the fastest)
+    monkeypatch.setattr(cal, "SKIP_SLOWER_THAN", float("inf"))
     factors = cal.calibrate(own_handle, iterations=1)
     assert "direct.naive" in factors and "direct.tiled" in factors
     assert all(f > 0 and 1 <= k <= 3 for f, k in factors.values())
@@ -235,6 +238,9 @@ def test_cli_calibrate_writes_every_probe_measurement_to_csv(own_store, monkeypa
     small = [ConvProblem(1, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1, direction=d)
              for d in ("fwd", "bwd", "wrw")]
     monkeypatch.setattr(cal, "_probes", lambda kind, n: small)
+    # every solver timed on every probe, however the loaded machine's measured peak makes
+    # direct.naive's flat model look (calibrate skips those predicted 10x the fastest)
+    monkeypatch.setattr(cal, "SKIP_SLOWER_THAN", float("inf"))
     monkeypatch.setenv("WTICONV_CACHE_DIR", str(own_store.cache_dir))
     out = tmp_path / "probes.csv"
     assert main(["calibrate", "--json", "--csv", str(out)]) == 0
