@@ -266,10 +266,12 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
 
     # float4 loads where they apply and are predicted faster (not on small grids)
     can = cfg.vec_ok() and _vec_aligned(op)
-    if vec is None:
-        vec = can and eff_of(True) > eff_of(False)
+    eff = eff_of(False)
+    if can and vec is not False:
+        eff_vec = eff_of(True)
+        if vec or eff_vec > eff:
+            eff, vec = eff_vec, True
     vec = bool(vec and can)
-    eff = eff_of(vec)
     options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
     return KERNELS.launch("sgemm_gpu.cl", "sgemm", options, grid, (cfg.ndimc, cfg.mdimc, 1),
                   lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
