@@ -351,12 +351,13 @@ def test_fused_wti_has_a_latency_floor_on_gpus():
     gpu = RecordingDevice("gpu", launch_overhead_s=11e-6)
     head = P(1, 256, 13, 13, 4, 3, 3, pad_h=1, pad_w=1)
     v = wplan.Variant(2, 2, 3, 3)
-    floor = fused_plan.serial_seconds(head, v, "gpu", 132)
+    (head_launch,) = fused_plan.fused_plan(head, v, "gpu")
+    floor = fused_plan.serial_seconds(head, v, "gpu", 132, head_launch)
     assert floor == pytest.approx(32 * fused_plan.STEP_S["gpu"])
     wti = fused.get_wti(problem=head, device=gpu, workspace_limit=None)
     assert wti == pytest.approx(head.flops / (gpu.peak_flops * (11e-6 + floor)))
     big = P(32, 256, 56, 56, 256, 3, 3, pad_h=1, pad_w=1)
     (launch,) = fused_plan.fused_plan(big, v, "gpu")
     busy = launch.flops / (gpu.peak_flops * launch.efficiency)
-    assert fused_plan.serial_seconds(big, v, "gpu", 132) < busy
-    assert fused_plan.serial_seconds(head, v, "cpu", 2) == 0.0
+    assert fused_plan.serial_seconds(big, v, "gpu", 132, launch) < busy
+    assert fused_plan.serial_seconds(head, v, "cpu", 2, head_launch) == 0.0

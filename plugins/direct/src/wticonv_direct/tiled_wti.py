@@ -116,10 +116,10 @@ def seconds(kind: str, variant: str, blocks: int, padded_flops: float, traffic_b
 #: measurements of the development networks (benchmarks/results/corpus-dev-*-h200.csv
 #: with remeasure-2026-12-02-h200.csv, N=1 and 32, 3285 runs; the test networks' runs
 #: give 0.76, 0.89, 0.58, 0.94 and 0.78): the WTI of a chosen plan is scaled by it, the
-#: planner's comparison of builds is not. Efficiencies rescaled by these figures moved 228 problems
-#: to other builds, which measured as fast or slower (docs/wti-models.md): the figures
-#: describe the problems each build is chosen for, and a correction fitted over all of
-#: direct.tiled's runs cannot tell the builds apart.
+#: planner's comparison of builds is not. Efficiencies rescaled by these figures moved
+#: 228 problems to other builds, which measured as fast or slower (docs/wti-models.md):
+#: the figures describe the problems each build is chosen for, and a correction fitted
+#: over all of direct.tiled's runs cannot tell the builds apart.
 PLAN_BIAS = {("gpu", "128x128"): 0.75, ("gpu", "64x128"): 0.89, ("gpu", "64x128k8"): 0.51,
              ("gpu", "64x64"): 0.93, ("gpu", "16x256"): 0.82}
 

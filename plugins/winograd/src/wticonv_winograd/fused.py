@@ -37,6 +37,12 @@ def _plan(problem, kind: str):
     return fused_plan(problem, _VARIANT, kind)
 
 
+@lru_cache(maxsize=1024)
+def _floor_s(problem, kind: str, compute_units: int) -> float:
+    (launch,) = _plan(problem, kind)
+    return serial_seconds(problem, _VARIANT, kind, compute_units, launch)
+
+
 class FusedF2x3Solver:
     """Fused Winograd F(2x2, 3x3), fwd and bwd, zero workspace."""
 
@@ -77,9 +83,9 @@ class FusedF2x3Solver:
         if modelled_kind(device) is None:
             return WTI_UNKNOWN
         kind = kernel_family(device)
-        t = max(sgemm.predict_seconds(_plan(problem, kind), device),
-                launch_overhead_s(device)
-                + serial_seconds(problem, _VARIANT, kind, device.info.compute_units))
+        launches = _plan(problem, kind)
+        t = max(sgemm.predict_seconds(launches, device), launch_overhead_s(device)
+                + _floor_s(problem, kind, device.info.compute_units))
         return problem.flops / (device.peak_flops * t)
 
     @hookimpl

@@ -10,6 +10,7 @@ once per block of FK output channels.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,16 +144,14 @@ def fused_plan(p, v: Variant, kind: str) -> list[Launch]:
                    flops=flops, efficiency=EFFICIENCY[kind], bytes=traffic)]
 
 
-def serial_seconds(p, v: Variant, kind: str, compute_units: int) -> float:
-    """The latency floor of :func:`fused_plan`'s launch on a ``kind`` device of
-    ``compute_units`` (seconds, launch overhead excluded; 0 where :data:`STEP_S` has no
-    figure for ``kind``): waves of work-groups x channel steps x :data:`STEP_S`."""
+def serial_seconds(p, v: Variant, kind: str, compute_units: int, launch: Launch) -> float:
+    """The latency floor of ``launch``, :func:`fused_plan`'s launch of ``p``, on a ``kind``
+    device of ``compute_units`` (seconds, launch overhead excluded; 0 where :data:`STEP_S`
+    has no figure for ``kind``): waves of its work-groups x channel steps x :data:`STEP_S`."""
     step = STEP_S.get(kind)
     if step is None:
         return 0.0
     geo = geometry(p, v)
-    fp = params(kind, geo.O)
-    th, tw = geo.tiles(v)
-    blocks = -(-geo.n * th * tw // fp.ft) * -(-geo.O // fp.fk) * geo.groups
+    blocks = math.prod(launch.global_size) // math.prod(launch.local_size)
     waves = -(-blocks // (GROUPS_PER_CU * compute_units))
-    return waves * -(-geo.I // fp.cb) * step
+    return waves * -(-geo.I // params(kind, geo.O).cb) * step
