@@ -12,14 +12,29 @@ if [ $# -lt 4 ]; then
 fi
 out=$1 n=$2 budget=$3
 shift 3
+case "$n$budget" in
+    *[!0-9]*) echo "N ($n) and BUDGET_S ($budget) must be whole numbers" >&2; exit 2 ;;
+esac
+py=${PYTHON:-python}
+# every network name checked before the calibration spends its minute
+"$py" -c 'import sys
+from wticonv.errors import WticonvError
+from wticonv.workloads.networks import load_network
+try:
+    for name in sys.argv[1:]:
+        load_network(name, 1)
+except WticonvError as e:
+    sys.exit(str(e))' "$@" || exit 2
 mkdir -p "$out"
+failed=0
 start=$(date +%s)
-"${PYTHON:-python}" -m wticonv calibrate --device gpu --csv "$out/calibrate.csv" > "$out/calibrate.txt" 2>&1 \
+"$py" -m wticonv calibrate --device gpu --csv "$out/calibrate.csv" > "$out/calibrate.txt" 2>&1 \
     || { tail -3 "$out/calibrate.txt" >&2; exit 1; }
 for net in "$@"; do
     [ $(( $(date +%s) - start )) -gt "$budget" ] && { echo "budget spent before $net"; break; }
-    "${PYTHON:-python}" -m wticonv evaluate "$net" -n "$n" -i 5 --time-cap-ms 50 --device gpu \
+    "$py" -m wticonv evaluate "$net" -n "$n" -i 5 --time-cap-ms 50 --device gpu \
         --csv "$out/eval-$net.csv" > "$out/eval-$net.txt" 2>&1 \
-        || { echo "$net failed:" >&2; tail -3 "$out/eval-$net.txt" >&2; continue; }
+        || { echo "$net failed:" >&2; tail -3 "$out/eval-$net.txt" >&2; failed=1; continue; }
     echo "$net $(( $(date +%s) - start )) s: $(grep '^fallback' "$out/eval-$net.txt")"
 done
+exit $failed

@@ -89,15 +89,17 @@ def problems_of(args) -> list:
     return list(out)
 
 
-def _positive(kind):
-    """An argparse type: a finite number of ``kind`` above zero."""
+def _positive(kind, infinite: bool = False):
+    """An argparse type: a number of ``kind`` above zero, finite unless ``infinite``."""
     def parse(text: str):
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not (0 < v < float("inf")):
-            raise argparse.ArgumentTypeError(f"{text} must be a finite number above 0")
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not (0 < v and (infinite or v < float("inf"))):
+            raise argparse.ArgumentTypeError(
+                f"{text} must be a{'' if infinite else ' finite'} number above 0")
         return v
     return parse
 
@@ -130,13 +132,14 @@ def main(argv=None) -> int:
                      help="kernel time after which a solver's runs are cut short (default 50)")
     how.add_argument("--device", default=None,
                      help="OpenCL device: gpu, cpu or P:D (default: as wticonv chooses)")
-    how.add_argument("--budget-s", type=_positive(float), default=float("inf"),
+    how.add_argument("--budget-s", type=_positive(float, infinite=True), default=float("inf"),
                      help="stop (keeping what was measured) after this many seconds")
     how.add_argument("--skip", action="append", default=[], metavar="FILE",
                      help="leave out the problems this CSV already holds")
     how.add_argument("--keep-cache", action="store_true",
                      help="use the usual cache directory (its calibration and perf-db); "
-                          "else a temporary one, removed at the end")
+                          "else a temporary one, removed when the run ends (not when it is "
+                          "killed)")
     ap.add_argument("--out", required=True, help="CSV to append the rows to")
     args = ap.parse_args(argv)
     from wticonv.errors import WticonvError
@@ -147,6 +150,19 @@ def main(argv=None) -> int:
         ap.error(str(e))
     if not todo_all:
         ap.error("nothing to measure: give --networks, --probes, --calibration-probes or --keys")
+    skip = set()
+    for path in args.skip:
+        try:
+            with open(path, newline="") as f:
+                skip |= {r["problem"] for r in csv.DictReader(f)}
+        except OSError as e:
+            ap.error(f"--skip {path}: {e.strerror}")
+        except KeyError:
+            ap.error(f"--skip {path}: no 'problem' column (a CSV of this script or of "
+                     "wticonv calibrate/evaluate --csv)")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        ap.error(f"--out {args.out}: folder {out_dir} does not exist")
     if not args.keep_cache:
         import atexit
         import shutil
@@ -157,10 +173,6 @@ def main(argv=None) -> int:
     import wticonv
     from wticonv.measuring.evaluate import evaluate
 
-    skip = set()
-    for path in args.skip:
-        with open(path, newline="") as f:
-            skip |= {r["problem"] for r in csv.DictReader(f)}
     todo = [p for p in todo_all if p.key not in skip]
     handle = wticonv.Handle(args.device)
     dev = handle.device
