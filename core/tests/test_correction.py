@@ -9,10 +9,11 @@ import warnings
 
 import pytest
 
+from wticonv.measuring import calibrate as cal
 from wticonv.measuring.correction_fit import (MIN_RUNS, MIN_TREE_RUNS, fit_correction,
                                               trees_available)
 from wticonv.problem.conv import ConvProblem
-from wticonv.selection.correction import FEATURES, correction_factor, features
+from wticonv.selection.correction import CORRECT_WITHIN, FEATURES, correction_factor, features
 from wticonv.testing.launches import RecordingDevice
 from wticonv.workloads.generator import LAYER_KINDS, MAX_FLOPS_PER_IMAGE, random_problems
 
@@ -178,6 +179,17 @@ def test_boosted_trees_match_scikit_learn_and_find_what_a_line_cannot():
     assert both.subset({"t", "u"}).solvers == ["t"]
     assert both.subset({"t"}).log_corrections([xs[4]]) == pytest.approx([got[4] + 1.0])
     assert both.subset({"s", "t"}) is both
+    # a solver predicted over CORRECT_WITHIN times the fastest keeps its raw WTI: calibrate
+    # never times it there, so its trees were not fitted there
+    two = {"s": ("1", FEATURES, model), "t": ("1", FEATURES, other)}
+    fast = runs[0][2]
+    near = correction_factors(two, {"s": "1", "t": "1"}, probs[0], GPU,
+                              {"s": fast, "t": fast * CORRECT_WITHIN})
+    assert set(near) == {"s", "t"} and near["s"] == pytest.approx(factors["s"])
+    far = correction_factors(two, {"s": "1", "t": "1"}, probs[0], GPU,
+                             {"s": fast, "t": fast * CORRECT_WITHIN * 1.01})
+    assert far == {"s": pytest.approx(factors["s"])}
+    assert cal.SKIP_SLOWER_THAN == CORRECT_WITHIN == 10.0
 
 
 def test_bad_arguments_are_refused_with_the_rule():

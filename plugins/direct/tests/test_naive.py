@@ -9,7 +9,7 @@ import pytest
 
 from wticonv import ConvProblem, reference, rms_range
 from wticonv.testing import EDGE_SHAPES
-from wticonv_direct import launch
+from wticonv_direct import launch, naive_wti
 from wticonv_direct.naive import NAIVE_WTI, solver
 from wticonv_direct.programs import KERNELS
 
@@ -77,6 +77,8 @@ def test_launch_sizes_past_2_31_are_planned_in_64_bit():
 def test_hooks_report_the_contract(handle):
     p = EDGE["odd and prime sizes"]
     dev = handle.device
+    if dev.kind != "cpu":
+        pytest.skip("the flat 1 % model is the CPU's; GPUs: test_gpu_model_* below")
     assert solver.is_applicable(p, dev) is True
     assert solver.is_dynamic() is True
     wti = solver.get_wti(p, dev)
@@ -100,3 +102,53 @@ def test_one_build_serves_every_shape(handle):
             handle.compute(qq, solver="direct.naive",
                            **{k: v for k, v in _data(qq, 2).items() if k != out})
     assert counters.builds == before
+
+
+def _gpu():
+    from wticonv.testing.launches import RecordingDevice
+
+    return RecordingDevice("gpu", launch_overhead_s=11e-6)       # an H200 stand-in
+
+
+def test_gpu_model_reads_the_launch_grid():
+    gpu = _gpu()
+    for p in (P(1, 128, 7, 7, 32, 3, 3, pad_h=1, pad_w=1),
+              P(1, 768, 7, 7, 768, 7, 7, pad_h=3, pad_w=3, groups=768, direction="wrw"),
+              P(32, 64, 56, 56, 64, 3, 3, pad_h=1, pad_w=1, direction="bwd")):
+        name, items, local = launch.grid(p, gpu)
+        plan = launch.plan(p, gpu)
+        assert (plan.kernel, plan.global_size, plan.local_size) == (name, (items,), (local,))
+        n = naive_wti.steps(p, name)
+        waves = -(-items // (132 * 2048))
+        expected = (11e-6 + 2 * items * n / (gpu.peak_flops * naive_wti.EFFICIENCY[name])
+                    + waves * n * naive_wti.STEP_LATENCY_S[name]
+                    + items / local / 132 * naive_wti.GROUP_S[name])
+        assert naive_wti.seconds(p, gpu) == pytest.approx(expected)
+        assert solver.get_wti(p, gpu) == pytest.approx(p.flops / (gpu.peak_flops * expected))
+
+
+def test_gpu_model_sees_a_long_serial_reduction_on_few_outputs():
+    # 128 -> 32, 3x3 on a 7x7 picture at N=1: 1568 work-items of 1152 taps each, a few
+    # work-groups; measured 0.196 ms on the H200 while the flat 1 % model said 0.045 ms
+    # (benchmarks/results/evaluate-test-n1-cold-h200-bias.csv, densenet169).
+    gpu = _gpu()
+    p = P(1, 128, 7, 7, 32, 3, 3, pad_h=1, pad_w=1)
+    assert naive_wti.steps(p, "naive_fwd") == 1152
+    t = naive_wti.seconds(p, gpu)
+    assert t >= 1152 * naive_wti.STEP_LATENCY_S["naive_fwd"]
+    assert 0.15e-3 < t < 0.5e-3
+    # the same work spread over 32x the outputs and 1/32 of the taps is far faster
+    wide = P(32, 4, 7, 7, 32, 3, 3, pad_h=1, pad_w=1)
+    assert naive_wti.seconds(wide, gpu) < t / 5
+
+
+def test_gpu_model_charges_the_split_wrw_kernel_its_work_groups():
+    # depthwise 7x7 wrw on 7x7 at N=1 (ConvNeXt): one work-group of 64 lanes per dw
+    # element, 7 of them busy; measured 0.055 ms against 0.014 ms for fwd on the H200
+    # (benchmarks/results/corpus-test-n1-h200.csv, convnext_small)
+    gpu = _gpu()
+    p = P(1, 768, 7, 7, 768, 7, 7, pad_h=3, pad_w=3, groups=768)
+    assert launch.grid(p.with_direction("wrw"), gpu)[0] == "naive_wrw_split"
+    wrw, fwd = naive_wti.seconds(p.with_direction("wrw"), gpu), naive_wti.seconds(p, gpu)
+    assert 0.035e-3 < wrw < 0.08e-3
+    assert wrw > 2 * fwd

@@ -42,8 +42,9 @@ from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
-           "launch_overhead_s", "round_up", "workspace_room", "FALLBACK_LAUNCH_OVERHEAD_S",
-           "MODELLED_KINDS", "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
+           "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
+           "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
+           "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
 
 #: Seconds per kernel launch where the device's own figure is not measured, per device
 #: kind: an empty kernel's queued-to-end time (median of 200 launches), 18 us through
@@ -103,6 +104,19 @@ def workspace_room(device, workspace_limit: int | None, minimum: int = 0) -> int
         cap = min(WORKSPACE_CAP_BYTES, device.info.global_mem_bytes // WORKSPACE_CAP_SHARE)
         return min(max(cap, minimum), device.info.max_alloc_bytes)
     return min(workspace_limit, device.info.max_alloc_bytes)
+
+
+#: Work-items a compute unit holds at once, per device kind: an NVIDIA SM holds 2048
+#: resident threads (CUDA C Programming Guide, *Compute Capabilities*, compute
+#: capability 9.0); a CPU core runs one work-group at a time, taken here as 16 SIMD lanes
+#: x 4 work-items in flight.
+WORK_ITEMS_PER_UNIT = {"gpu": 2048, "cpu": 64}
+
+
+def resident_work_items(device) -> int:
+    """Work-items ``device`` holds at once (compute units x :data:`WORK_ITEMS_PER_UNIT`,
+    64 per unit for other kinds)."""
+    return device.info.compute_units * WORK_ITEMS_PER_UNIT.get(device.kind, 64)
 
 
 def launch_overhead_s(device) -> float:

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["FEATURES", "features", "correction_factor", "correction_factors", "Trees",
-           "resident_work_items"]
+from wticonv.runtime.kit import resident_work_items
+
+__all__ = ["CORRECT_WITHIN", "FEATURES", "features", "correction_factor",
+           "correction_factors", "Trees", "resident_work_items"]
 
 #: Names of the features, in the order of :func:`features` (stored with each fit; a
 #: stored fit of other features is not applied).
@@ -37,18 +39,6 @@ FEATURES = (
     "one_by_one", "strided", "large_filter", "grouped", "depthwise", "wrw_grouped",
     "wrw_depthwise", "dilated",
 )
-
-#: Work-items a compute unit holds at once, per device kind: an NVIDIA SM holds 2048
-#: resident threads (CUDA C Programming Guide, *Compute Capabilities*, compute
-#: capability 9.0); a CPU core runs one work-group at a time, taken here as 16 SIMD lanes
-#: x 4 work-items in flight.
-WORK_ITEMS_PER_UNIT = {"gpu": 2048, "cpu": 64}
-
-
-def resident_work_items(device) -> int:
-    """Work-items ``device`` holds at once (compute units x :data:`WORK_ITEMS_PER_UNIT`)."""
-    return device.info.compute_units * WORK_ITEMS_PER_UNIT.get(device.kind, 64)
-
 
 def _log(x: float) -> float:
     return math.log(max(x, 1.0))
@@ -98,6 +88,14 @@ def correction_factor(coefs, feats) -> float:
     return math.exp(-max(-MAX_LOG_FACTOR, min(MAX_LOG_FACTOR, z)))
 
 
+#: A solver's learned correction is applied only where its raw prediction is at most this
+#: many times the fastest raw prediction for the problem. ``wticonv calibrate`` times only
+#: those solvers on its probes (:data:`wticonv.measuring.calibrate.SKIP_SLOWER_THAN` is
+#: this figure), so a model evaluated beyond it would extrapolate; and skipping those
+#: solvers' trees cuts the cost of selecting a new problem (on the development CPU with
+#: an H200 stand-in, ResNet-50 at N=32: docs/find-and-tune.md, *Selection cost*).
+CORRECT_WITHIN = 10.0
+
 #: Largest |log| of a correction factor (a factor between 1/148 and 148).
 MAX_LOG_FACTOR = 5.0
 
@@ -146,8 +144,13 @@ class Trees:
                         + (self.owner * len(FEATURES))[:, None]).ravel()
         self.threshold = np.asarray(threshold, dtype=np.float64).ravel()
         self.value = np.asarray(value, dtype=np.float64).ravel()
-        self.split_base = np.arange(n, dtype=np.intp) * self.splits
-        self.leaf_base = np.arange(n, dtype=np.intp) * self.leaves - self.splits
+        # a descent keeps each tree's node as an index into the flat split arrays,
+        # split_base + node: node's child 2 node + 1 + right is then at 2 x index +
+        # child_offset + right, and after D levels the leaf's value is at index + leaf_offset
+        split_base = np.arange(n, dtype=np.intp) * self.splits
+        self.split_base = split_base
+        self.child_offset = 1 - split_base
+        self.leaf_offset = np.arange(n, dtype=np.intp) * self.leaves - self.splits - split_base
         # trees are grouped by solver: each solver's leaves sum over one run of them
         self.starts = np.searchsorted(self.owner, np.arange(len(self.solvers)))
         self.has_trees = np.bincount(self.owner, minlength=len(self.solvers)) > 0
@@ -173,11 +176,11 @@ class Trees:
         feature tuple per solver, in :attr:`solvers` order)."""
         np = self.np
         x = np.asarray(rows, dtype=np.float32).astype(np.float64).ravel()
-        node = np.zeros(len(self.owner), dtype=np.intp)
+        right = x[self.feature] > self.threshold        # every split compared at once
+        flat = self.split_base
         for _ in range(self.depth):
-            at = self.split_base + node
-            node = 2 * node + 1 + (x[self.feature[at]] > self.threshold[at])
-        leaves = self.value[self.leaf_base + node]
+            flat = 2 * flat + self.child_offset + right[flat]
+        leaves = self.value[flat + self.leaf_offset]
         sums = np.where(self.has_trees, np.add.reduceat(leaves, self.starts), 0.0) \
             if len(leaves) else np.zeros(len(self.solvers))
         return (self.base + sums).tolist()
@@ -204,9 +207,15 @@ def correction_factors(models: dict, versions: dict, problem, device,
     """``{solver_id: WTI multiplier}`` for the solvers of ``predicted`` (raw predicted ms)
     that ``models`` (``{solver: (version, feature names, model)}``, a linear coefficient
     list or boosted trees) holds a model of for their installed ``versions`` and these
-    :data:`FEATURES`."""
+    :data:`FEATURES`, and whose prediction is within :data:`CORRECT_WITHIN` of the
+    fastest: the others keep their raw WTI (calibrate never times them, so their models
+    were not fitted there)."""
+    if not predicted:
+        return {}
+    within = CORRECT_WITHIN * min(predicted.values())
     usable = {sid: m for sid, m in models.items()
-              if sid in predicted and m[0] == versions.get(sid) and tuple(m[1]) == FEATURES}
+              if sid in predicted and predicted[sid] <= within
+              and m[0] == versions.get(sid) and tuple(m[1]) == FEATURES}
     if not usable:
         return {}
     out = {}

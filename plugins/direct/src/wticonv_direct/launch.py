@@ -15,7 +15,7 @@ from wticonv.runtime.kit import Launch, kernel_family, round_up
 
 from .programs import KERNELS
 
-__all__ = ["plan", "WRW_LOCAL", "BUILD_OPTIONS"]
+__all__ = ["grid", "plan", "WRW_LOCAL", "BUILD_OPTIONS"]
 
 #: Work-items per work-group in naive_wrw_split (DIRECT_NAIVE_WRW_LOCAL in naive.cl).
 WRW_LOCAL = 64
@@ -31,6 +31,24 @@ _WRW_ITEMS_PER_CU = {"cpu": 256, "gpu": 2048}
 BUILD_OPTIONS = f"-DDIRECT_NAIVE_WRW_LOCAL={WRW_LOCAL}"
 
 
+def grid(problem, device) -> tuple[str, int, int]:
+    """``(kernel name, global size, local size)`` of ``problem``'s launch on ``device``:
+    one work-item per output element in fwd and bwd, per dw element in ``naive_wrw``, and
+    a work-group of :data:`WRW_LOCAL` per dw element in ``naive_wrw_split``. The WTI model
+    (naive_wti.py) reads the same figures."""
+    p = problem
+    kind = kernel_family(device)
+    local = min(_LOCAL[kind], device.info.max_work_group_size)
+    if p.direction == "fwd":
+        return "naive_fwd", round_up(p.n * p.k * p.ho * p.wo, local), local
+    if p.direction == "bwd":
+        return "naive_bwd", round_up(p.n * p.c * p.h * p.w, local), local
+    dw_elems = p.k * (p.c // p.groups) * p.r * p.s
+    if dw_elems >= _WRW_ITEMS_PER_CU[kind] * device.info.compute_units:
+        return "naive_wrw", round_up(dw_elems, local), local
+    return "naive_wrw_split", dw_elems * WRW_LOCAL, WRW_LOCAL
+
+
 def plan(problem, device) -> Launch:
     """The launch that computes ``problem`` on ``device``.
 
@@ -38,18 +56,7 @@ def plan(problem, device) -> Launch:
     which tensor it writes depends on the direction (y in fwd, x in bwd, w in wrw).
     """
     p = problem
-    kind = kernel_family(device)
-    local = min(_LOCAL[kind], device.info.max_work_group_size)
-    if p.direction == "fwd":
-        name, items = "naive_fwd", round_up(p.n * p.k * p.ho * p.wo, local)
-    elif p.direction == "bwd":
-        name, items = "naive_bwd", round_up(p.n * p.c * p.h * p.w, local)
-    else:
-        dw_elems = p.k * (p.c // p.groups) * p.r * p.s
-        if dw_elems >= _WRW_ITEMS_PER_CU[kind] * device.info.compute_units:
-            name, items = "naive_wrw", round_up(dw_elems, local)
-        else:
-            name, items, local = "naive_wrw_split", dw_elems * WRW_LOCAL, WRW_LOCAL
+    name, items, local = grid(p, device)
     sizes = tuple(np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho, p.wo,
                                         p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                                         p.dilation_h, p.dilation_w, p.groups))

@@ -4,15 +4,17 @@ Applies to every valid problem (any stride, padding, dilation, groups, filter an
 size), in all three directions, with no workspace. One compiled program serves every
 problem (all sizes are kernel arguments), so it is dynamic.
 
-WTI: the kernels modelled at 1 % of the device's peak FP32 rate (:data:`NAIVE_WTI`) plus
-one launch (the device's measured launch overhead,
+WTI on GPUs: ``problem.flops / (peak x time)`` with the time of naive_wti.py, which
+sees the kernels' serial reduction per work-item (few outputs with a long reduction are
+latency-bound). On CPUs: the kernels modelled at 1 % of the device's peak FP32 rate
+(:data:`NAIVE_WTI`) plus one launch (the device's measured launch overhead,
 :func:`wticonv.runtime.kit.launch_overhead_s`: about 18 us on the development machines'
 CPU, 11 us on the H200):
 
     WTI = flops / (peak x (overhead + flops / (peak x 0.01)))
 
-so it is at most 0.01 and, on problems so small that the launch dominates, lower than a
-real solver that pays the same launch. 1 % is deliberately low so that any real solver
+so it is at most 0.01 on CPUs and, on problems so small that the launch dominates, lower
+than a real solver that pays the same launch. 1 % is deliberately low so that any real solver
 outranks it; the naive kernels reach roughly 0.1-3 % of peak, depending on the layer and
 device. On devices that are neither CPUs nor GPUs
 (:func:`wticonv.runtime.kit.modelled_kind`) the WTI is the constant 0.01: this solver is
@@ -24,12 +26,12 @@ from __future__ import annotations
 from wticonv import hookimpl
 from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind
 
-from . import launch
+from . import launch, naive_wti
 
 __all__ = ["NaiveSolver", "solver"]
 
-#: The modelled fraction of peak of the naive kernels, the most direct.naive reports (see
-#: module docstring).
+#: The modelled fraction of peak of the naive kernels on CPUs, the most direct.naive
+#: reports there (see module docstring).
 NAIVE_WTI = 0.01
 
 
@@ -52,8 +54,11 @@ class NaiveSolver:
 
     @hookimpl
     def get_wti(self, problem, device):
-        if modelled_kind(device) is None:
+        kind = modelled_kind(device)
+        if kind is None:
             return NAIVE_WTI
+        if kind == "gpu":
+            return problem.flops / (device.peak_flops * naive_wti.seconds(problem, device))
         overhead = launch_overhead_s(device)
         compute = problem.flops / (device.peak_flops * NAIVE_WTI)
         return problem.flops / (device.peak_flops * (overhead + compute))

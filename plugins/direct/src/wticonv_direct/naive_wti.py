@@ -1,0 +1,78 @@
+"""The GPU time model of direct.naive, from its launch (launch.grid).
+
+Each work-item of the naive kernels runs its whole reduction alone, one dependent step of
+loads and a multiply-add after another. So a launch costs
+
+    time = overhead                                        (the device's launch cost)
+         + 2 x items x steps / (peak x EFFICIENCY)         (the device's throughput)
+         + waves x steps x STEP_LATENCY_S                  (one work-item's serial chain)
+         + groups / compute_units x GROUP_S                (work-group start and end)
+
+- ``items`` is the launch's global size (padded to whole work-groups), ``steps`` the
+  serial reduction of one work-item (:func:`steps`);
+- ``waves`` is ``ceil(items / resident work-items)``
+  (:func:`wticonv.runtime.kit.resident_work_items`: 2048 per multiprocessor): a grid
+  that fits on the device at once still takes one work-item's whole chain, which is what
+  makes a few outputs with a long reduction (a 128 -> 32 3x3 layer on a 7x7 picture at N=1, or a
+  depthwise backward-weights layer split into work-groups of mostly idle lanes) slow;
+- ``overhead`` is the device's measured launch cost
+  (:func:`wticonv.runtime.kit.launch_overhead_s`).
+
+The constants are per kernel, fitted (least squares in log(measured / predicted)) to the
+H200's direct.naive runs on the development networks that came within 5x of the fastest
+solver (2046 runs: ``benchmarks/results/corpus-dev-*-h200.csv`` and the calibration
+probes ``calibrate-test-n32-h200-floors.csv``; slower runs do not decide a choice). On the
+test networks' runs within 3x of the fastest, the spread of log(measured / predicted) is
+0.29 (fwd), 0.29 (bwd), 0.10 (wrw) and 0.35 (wrw split), against 0.80, 0.78, 0.61 and
+0.41 for the flat 1 %-of-peak model that CPUs keep (naive.py). docs/wti-models.md has
+the measurement.
+"""
+
+from __future__ import annotations
+
+from wticonv.runtime.kit import launch_overhead_s, resident_work_items
+
+from .launch import WRW_LOCAL, grid
+
+__all__ = ["EFFICIENCY", "STEP_LATENCY_S", "GROUP_S", "steps", "seconds"]
+
+#: Fraction of peak FP32 (one multiply-add = 2 FLOP per work-item step) the device sustains
+#: over a kernel's work-items, by kernel.
+EFFICIENCY = {"naive_fwd": 0.029, "naive_bwd": 0.019, "naive_wrw": 0.024,
+              "naive_wrw_split": 0.023}
+#: Seconds per serial step of one work-item (its loads' latency), by kernel. naive_wrw
+#: is used only on grids of a full wave or more, where the fit finds throughput alone.
+STEP_LATENCY_S = {"naive_fwd": 0.27e-6, "naive_bwd": 0.62e-6, "naive_wrw": 0.0,
+                  "naive_wrw_split": 0.11e-6}
+#: Seconds per work-group and compute unit: starting it, its index arithmetic, and in
+#: naive_wrw_split its tree reduction through local memory, by kernel.
+GROUP_S = {"naive_fwd": 0.18e-6, "naive_bwd": 1.4e-6, "naive_wrw": 0.53e-6,
+           "naive_wrw_split": 0.042e-6}
+
+
+def steps(problem, kernel: str) -> float:
+    """Serial reduction steps of one work-item of ``kernel`` on ``problem``: the taps of
+    one output (fwd), the taps that meet a dy element (bwd: Kg R S / (stride_h stride_w)),
+    the N Ho Wo products of one dw element (naive_wrw), or one lane's share of them
+    (naive_wrw_split: ceil(N Ho / WRW_LOCAL) rows of Wo)."""
+    p = problem
+    if kernel == "naive_fwd":
+        return (p.c // p.groups) * p.r * p.s
+    if kernel == "naive_bwd":
+        return (p.k // p.groups) * p.r * p.s / (p.stride_h * p.stride_w)
+    if kernel == "naive_wrw":
+        return p.n * p.ho * p.wo
+    return -(-(p.n * p.ho) // WRW_LOCAL) * p.wo
+
+
+def seconds(problem, device) -> float:
+    """Predicted run time in seconds of direct.naive on ``problem`` on the GPU ``device``
+    (needs ``peak_flops`` in FLOP/s, ``info.compute_units`` and the launch overhead)."""
+    kernel, items, local = grid(problem, device)
+    cu = device.info.compute_units
+    n = steps(problem, kernel)
+    waves = -(-items // resident_work_items(device))
+    return (launch_overhead_s(device)
+            + 2.0 * items * n / (device.peak_flops * EFFICIENCY[kernel])
+            + waves * n * STEP_LATENCY_S[kernel]
+            + items / local / cu * GROUP_S[kernel])
