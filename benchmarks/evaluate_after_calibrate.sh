@@ -4,7 +4,9 @@
 # writes OUTDIR/calibrate.{csv,txt} and OUTDIR/eval-NETWORK.{csv,txt}; stops starting
 # networks once BUDGET_S seconds have passed since it began. PYTHON (default: python)
 # is the interpreter with wticonv installed (.venv/bin/python here; on the GPU machine,
-# python after . .whl/gpu-env.sh).
+# python after . .whl/gpu-env.sh). DEVICE (default: gpu) is the device to use, and
+# EVAL_ARGS (default: -i 5 --time-cap-ms 50) what evaluate times each solver with; the
+# CPU of issue #18: DEVICE=cpu EVAL_ARGS="-i 3".
 if [ $# -lt 4 ]; then
     echo "usage: sh benchmarks/evaluate_after_calibrate.sh OUTDIR N BUDGET_S NETWORK..." >&2
     echo "(NETWORK: a corpus or built-in name, as 'wticonv networks' lists)" >&2
@@ -16,6 +18,8 @@ case "$n$budget" in
     *[!0-9]*) echo "N ($n) and BUDGET_S ($budget) must be whole numbers" >&2; exit 2 ;;
 esac
 py=${PYTHON:-python}
+device=${DEVICE:-gpu}
+eval_args=${EVAL_ARGS:--i 5 --time-cap-ms 50}
 # every network name checked before the calibration spends its minute
 "$py" -c 'import sys
 from wticonv.errors import WticonvError
@@ -28,11 +32,12 @@ except WticonvError as e:
 mkdir -p "$out"
 failed=0
 start=$(date +%s)
-"$py" -m wticonv calibrate --device gpu --csv "$out/calibrate.csv" > "$out/calibrate.txt" 2>&1 \
+"$py" -m wticonv calibrate --device "$device" --csv "$out/calibrate.csv" > "$out/calibrate.txt" 2>&1 \
     || { tail -3 "$out/calibrate.txt" >&2; exit 1; }
 for net in "$@"; do
     [ $(( $(date +%s) - start )) -gt "$budget" ] && { echo "budget spent before $net"; break; }
-    "$py" -m wticonv evaluate "$net" -n "$n" -i 5 --time-cap-ms 50 --device gpu \
+    # shellcheck disable=SC2086  # eval_args is split into its options on purpose
+    "$py" -m wticonv evaluate "$net" -n "$n" $eval_args --device "$device" \
         --csv "$out/eval-$net.csv" > "$out/eval-$net.txt" 2>&1 \
         || { echo "$net failed:" >&2; tail -3 "$out/eval-$net.txt" >&2; failed=1; continue; }
     echo "$net $(( $(date +%s) - start )) s: $(grep '^fallback' "$out/eval-$net.txt")"

@@ -32,7 +32,7 @@ import time
 
 COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
            "fallback_choice", "fastest", "device", "kind", "compute_units", "peak_flops",
-           "bandwidth", "launch_overhead_s")
+           "bandwidth", "launch_overhead_s", "vector_width")
 
 
 def keys_file_problems(path: str) -> list:
@@ -177,8 +177,13 @@ def main(argv=None) -> int:
     handle = wticonv.Handle(args.device)
     dev = handle.device
     figures = (dev.info.name, dev.kind, dev.info.compute_units, f"{dev.peak_flops:.6g}",
-               f"{dev.bandwidth:.6g}", f"{dev.launch_overhead_s:.6g}")
+               f"{dev.bandwidth:.6g}", f"{dev.launch_overhead_s:.6g}", dev.info.vector_width)
     new = not os.path.exists(args.out) or os.path.getsize(args.out) == 0
+    if not new:
+        # appending to a file written before the vector_width column: keep its columns
+        with open(args.out, newline="") as f:
+            header = next(csv.reader(f), [])
+        figures = figures[:len(header) - 7] if "vector_width" not in header else figures
     t0 = time.monotonic()
     done = 0
     with open(args.out, "a", newline="") as f:
@@ -195,7 +200,7 @@ def main(argv=None) -> int:
                     pred = c.predicted_ms.get(sid)
                     w.writerow([p.key, p.direction, sid, "" if pred is None else f"{pred:.6g}",
                                 f"{t:.6g}", int(c.chosen.get("fallback") == sid),
-                                int(c.best == sid), *figures[:2], *figures[2:]])
+                                int(c.best == sid), *figures])
             f.flush()
             done += 1
             if i % 50 == 0:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -202,3 +204,38 @@ def test_measure_corpus_keys_file(tmp_path):
         measure_corpus.keys_file_problems(str(empty))
     with pytest.raises(SystemExit, match="No such file"):
         measure_corpus.keys_file_problems(str(tmp_path / "missing.txt"))
+
+
+def test_summarize_evaluations_figures_and_targets(tmp_path, capsys):
+    """benchmarks/summarize_evaluations.py: per-network and overall figures of a folder of
+    evaluate CSVs, each against issue #18's target; cases without a measured choice are
+    counted apart; an empty folder is an error."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import summarize_evaluations as se
+    finally:
+        sys.path.pop(0)
+    head = "problem,direction,solver,predicted_ms,measured_ms,fallback_choice,fastest,count\n"
+    # net a: case 1 chose the best (1 ms, x2); case 2 chose 3 ms where 1.5 is best (x1)
+    (tmp_path / "eval-a.csv").write_text(
+        head + "p1,fwd,s,1,1.0,1,1,2\np1,fwd,t,1,2.0,0,0,2\n"
+               "p2,bwd,s,1,1.5,0,1,1\np2,bwd,t,1,3.0,1,0,1\n"
+               "p3,wrw,s,1,,1,0,1\np3,wrw,t,1,1.0,0,1,1\n")
+    (tmp_path / "eval-b.csv").write_text(head + "q1,fwd,s,1,1.0,1,1,1\nq1,fwd,t,1,1.05,0,0,1\n")
+    a = se.network_figures(list(csv.DictReader((tmp_path / "eval-a.csv").open())))
+    assert (a["cases"], a["missing"], a["within"]) == (2, 1, 0.5)
+    assert a["mean"] == pytest.approx(1.5) and a["worst"] == pytest.approx(2.0)
+    assert a["time_weighted"] == pytest.approx((2 * 1.0 + 3.0) / (2 * 1.0 + 1.5))
+    out_csv = tmp_path / "all.csv"
+    assert se.main([str(tmp_path), "--csv", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    geo = math.sqrt(a["time_weighted"] * 1.0)
+    assert f"geomean time-weighted {geo:.4f} (NOT met)" in out
+    assert "within 10 % 66.7% (NOT met)" in out and "worst case 2.00x (met)" in out
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 8 and {r["network"] for r in rows} == {"a", "b"}
+    assert se.main([str(tmp_path / "none")]) == 2
+    assert "no eval-*.csv file" in capsys.readouterr().err

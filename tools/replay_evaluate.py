@@ -155,8 +155,11 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
     if overhead is not None and not 0 < overhead < 1:
         raise ReplayError(f"launch overhead {overhead:g} s cannot be right: the column "
                           "launch_overhead_s holds seconds per launch (e.g. 1.8e-05)")
+    # the CPU kernels' plans follow the preferred vector width (files from before the
+    # column: RecordingDevice's default)
+    width = int(rec["vector_width"]) if rec.get("vector_width") else None
     return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth,
-                           launch_overhead_s=overhead)
+                           launch_overhead_s=overhead, vector_width=width)
 
 
 def raw_predictions(registry, device, problem):

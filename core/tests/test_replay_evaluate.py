@@ -48,6 +48,13 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
                                bandwidth=h.device.bandwidth,
                                launch_overhead_s=h.device.launch_overhead_s)
     dev.info = h.device.info                         # the same vector width and limits
+    # the file records the vector width that the CPU kernels' plans follow; the device the
+    # tool builds from the file has it (files without the column: the stand-in's default)
+    cal_rows = tool._read(tmp_path / "cal.csv")
+    assert {r["vector_width"] for r in cal_rows} == {str(h.device.info.vector_width)}
+    assert tool.device_for(cal_rows).info.vector_width == h.device.info.vector_width
+    old = [{k: v for k, v in r.items() if k != "vector_width"} for r in cal_rows]
+    assert tool.device_for(old).info.vector_width == tool.RecordingDevice("cpu").info.vector_width
     within, mean, misses = tool.replay(h.registry, dev, tool._read(tmp_path / "cal.csv"),
                                        rows, label="test")
     replayed = {key: tool.select(h.registry, tool.parse_key(key), dev,

@@ -122,17 +122,18 @@ def _write_output(write, path: str, what: str, quiet: bool = False) -> None:
 #: predictions were made with (tools/replay_evaluate.py reads them).
 PROBE_CSV_COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
                      "device", "kind", "compute_units", "peak_flops", "bandwidth",
-                     "launch_overhead_s")
+                     "launch_overhead_s", "vector_width")
 
 
 def _write_probe_csv(path: str, measured: list, device) -> None:
     """Write calibration probe measurements (problem, solver, raw predicted ms, measured
-    ms), each row with the device's name, kind, compute units and measured figures."""
+    ms), each row with the device's name, kind, compute units, measured figures and
+    preferred float vector width (the CPU kernels' plans depend on it)."""
     import csv
 
     dev = (device.info.name, device.kind, device.info.compute_units,
            f"{device.peak_flops:.6g}", f"{device.bandwidth:.6g}",
-           f"{device.launch_overhead_s:.6g}")
+           f"{device.launch_overhead_s:.6g}", device.info.vector_width)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(PROBE_CSV_COLUMNS)

@@ -100,7 +100,8 @@ class RecordingDevice:
 
     def __init__(self, kind: str = "gpu", memory: int = 2**40, compute_units: int | None = None,
                  peak_flops: float | None = None, bandwidth: float | None = None,
-                 launch_overhead_s: float | None = None) -> None:
+                 launch_overhead_s: float | None = None,
+                 vector_width: int | None = None) -> None:
         gpu = kind == "gpu"
         self.info = DeviceInfo(
             platform_index=0, device_index=0, platform="wticonv recording",
@@ -109,7 +110,7 @@ class RecordingDevice:
             compute_units=compute_units or (132 if gpu else 2), clock_mhz=1000,
             local_mem_bytes=49152 if gpu else 1 << 20, global_mem_bytes=memory,
             max_alloc_bytes=memory, max_work_group_size=1024 if gpu else 4096,
-            vector_width=1 if gpu else 16)
+            vector_width=vector_width or (1 if gpu else 16))
         self.peak_flops = peak_flops or (6.26e13 if gpu else 4.7e11)
         self.bandwidth = bandwidth or (4.1e12 if gpu else 4.0e10)
         self._launch_overhead_s = launch_overhead_s

@@ -1,0 +1,112 @@
+"""Issue #18's figures from a folder of ``wticonv evaluate --csv`` files, against its targets.
+
+    python benchmarks/summarize_evaluations.py OUTDIR [--csv ALL.csv]
+
+Reads ``OUTDIR/eval-NETWORK.csv`` (as ``benchmarks/evaluate_after_calibrate.sh`` writes
+them) and prints, per network: cases, the share within 10 % of the best measured solver,
+the mean and worst per-case slowdown and the time-weighted slowdown (the network's conv
+time with the fallback's choices over its time with the best solver, each layer counted
+as often as the network runs it); then the overall figures: the share within 10 % over
+every case, the geometric mean of the networks' time-weighted slowdowns, the worst
+network and the worst case, each against its target. ``--csv`` writes every row of every
+file to one CSV with a leading ``network`` column.
+
+A case whose fallback choice has no measurement (it failed or was cut short) is left out
+and counted in the ``missing`` column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+#: Issue #18's targets: time-weighted per network, geometric mean, mean per network,
+#: share within 10 %, worst case.
+TARGETS = {"time_weighted": 1.03, "geomean": 1.015, "mean": 1.05, "within": 0.93,
+           "worst": 2.0}
+
+
+def network_figures(rows: list[dict]) -> dict:
+    """Figures of one network's evaluate rows (see the module docstring)."""
+    cases: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        cases[r["problem"]].append(r)
+    slow, chosen_t, best_t, missing = [], 0.0, 0.0, 0
+    for runs in cases.values():
+        times = {r["solver"]: float(r["measured_ms"]) for r in runs if r["measured_ms"]
+                 and math.isfinite(float(r["measured_ms"]))}
+        choice = [r["solver"] for r in runs if r["fallback_choice"] == "1"]
+        if not times or not choice or choice[0] not in times:
+            missing += 1
+            continue
+        best, count = min(times.values()), int(runs[0].get("count") or 1)
+        slow.append(times[choice[0]] / best)
+        chosen_t += count * times[choice[0]]
+        best_t += count * best
+    if not slow:
+        raise ValueError("no case has a measured fallback choice")
+    return {"cases": len(slow), "missing": missing,
+            "within": sum(s <= 1.1 for s in slow) / len(slow),
+            "mean": sum(slow) / len(slow), "worst": max(slow),
+            "time_weighted": chosen_t / best_t}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", type=Path, help="folder holding eval-NETWORK.csv files")
+    ap.add_argument("--csv", type=Path, metavar="ALL.csv",
+                    help="write every row, with a leading network column, to this file")
+    args = ap.parse_args(argv)
+    files = sorted(args.outdir.glob("eval-*.csv"))
+    if not files:
+        print(f"summarize_evaluations: error: no eval-*.csv file in {args.outdir}",
+              file=sys.stderr)
+        return 2
+    per, every = {}, []
+    for f in files:
+        net = f.stem[len("eval-"):]
+        with f.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        try:
+            per[net] = network_figures(rows)
+        except (KeyError, ValueError) as e:
+            print(f"summarize_evaluations: error: {f}: {e}", file=sys.stderr)
+            return 2
+        every += [{"network": net, **r} for r in rows]
+    print(f"{'network':34} {'cases':>5} {'missing':>7} {'within10':>8} {'mean':>6} "
+          f"{'worst':>6} {'time-wtd':>8}")
+    for net, g in per.items():
+        print(f"{net:34} {g['cases']:5d} {g['missing']:7d} {100 * g['within']:7.1f}% "
+              f"{g['mean']:6.3f} {g['worst']:6.2f} {g['time_weighted']:8.3f}")
+    cases = sum(g["cases"] for g in per.values())
+    within = sum(g["within"] * g["cases"] for g in per.values()) / cases
+    geo = math.exp(sum(math.log(g["time_weighted"]) for g in per.values()) / len(per))
+    worst_net = max(per, key=lambda n: per[n]["time_weighted"])
+    worst = max(g["worst"] for g in per.values())
+    max_mean = max(g["mean"] for g in per.values())
+    t = TARGETS
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    print(f"overall: {len(per)} networks, {cases} cases; "
+          f"within 10 % {100 * within:.1f}% ({mark(within >= t['within'])}), "
+          f"geomean time-weighted {geo:.4f} ({mark(geo <= t['geomean'])}), "
+          f"worst network {worst_net} {per[worst_net]['time_weighted']:.3f} "
+          f"({mark(per[worst_net]['time_weighted'] <= t['time_weighted'])}), "
+          f"largest mean {max_mean:.3f} ({mark(max_mean <= t['mean'])}), "
+          f"worst case {worst:.2f}x ({mark(worst <= t['worst'])})")
+    if args.csv:
+        with args.csv.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(every[0]))
+            w.writeheader()
+            w.writerows(every)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
