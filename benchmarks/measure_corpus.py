@@ -183,7 +183,8 @@ def main(argv=None) -> int:
         # appending to a file written before the vector_width column: keep its columns
         with open(args.out, newline="") as f:
             header = next(csv.reader(f), [])
-        figures = figures[:len(header) - 7] if "vector_width" not in header else figures
+        if "vector_width" not in header:
+            figures = figures[:len(header) - COLUMNS.index("device")]
     t0 = time.monotonic()
     done = 0
     with open(args.out, "a", newline="") as f:

@@ -178,17 +178,22 @@ def test_bench_with_a_forced_solver_counts_declines_apart(capsys):
     assert rc == 0 and f"{len(declined)} declined by winograd.f2x3" in out
 
 
+def _benchmark_module(name: str):
+    """A script of benchmarks/ imported as a module (they are not a package)."""
+    import importlib
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
 def test_measure_corpus_keys_file(tmp_path):
     """benchmarks/measure_corpus.py --keys: comments and duplicates dropped, keys in order;
     a bad key, an empty or a missing file end the run with the file and line named."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "benchmarks"))
-    try:
-        import measure_corpus
-    finally:
-        sys.path.pop(0)
+    measure_corpus = _benchmark_module("measure_corpus")
     a = "64-56-56-1x1-64-56-56-1-0x0-1x1-1x1-0-NCHW-FP32-F"
     b = "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-W"
     good = tmp_path / "good.txt"
@@ -210,14 +215,7 @@ def test_summarize_evaluations_figures_and_targets(tmp_path, capsys):
     """benchmarks/summarize_evaluations.py: per-network and overall figures of a folder of
     evaluate CSVs, each against issue #18's target; cases without a measured choice are
     counted apart; an empty folder is an error."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "benchmarks"))
-    try:
-        import summarize_evaluations as se
-    finally:
-        sys.path.pop(0)
+    se = _benchmark_module("summarize_evaluations")
     head = "problem,direction,solver,predicted_ms,measured_ms,fallback_choice,fastest,count\n"
     # net a: case 1 chose the best (1 ms, x2); case 2 chose 3 ms where 1.5 is best (x1)
     (tmp_path / "eval-a.csv").write_text(
