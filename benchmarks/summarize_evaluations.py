@@ -12,7 +12,9 @@ network and the worst case, each against its target. ``--csv`` writes every row 
 file to one CSV with a leading ``network`` column.
 
 A case whose fallback choice has no measurement (it failed or was cut short) is left out
-and counted in the ``missing`` column.
+and counted in the ``missing`` column. A file that is not an evaluate CSV (a missing
+column, a time that is not a positive number, a count under 1) ends the run with one line
+naming the file and row.
 """
 
 from __future__ import annotations
@@ -30,8 +32,38 @@ TARGETS = {"time_weighted": 1.03, "geomean": 1.015, "mean": 1.05, "within": 0.93
            "worst": 2.0}
 
 
+#: Columns every evaluate CSV has (``wticonv evaluate --csv``).
+COLUMNS = ("problem", "solver", "measured_ms", "fallback_choice")
+
+
+def check_rows(rows: list[dict]) -> None:
+    """Raise ValueError naming the first row (1 = the header) that is not an evaluate row:
+    a missing column, a measured time that is not a positive number (empty: not
+    measured), a count that is not a whole number of at least 1."""
+    if not rows:
+        raise ValueError("no rows; expected the file of `wticonv evaluate --csv`")
+    missing = [c for c in COLUMNS if c not in rows[0]]
+    if missing:
+        raise ValueError(f"no column {', '.join(missing)}; expected the file of "
+                         "`wticonv evaluate --csv`")
+    for line, r in enumerate(rows, start=2):
+        t, count = r["measured_ms"], r.get("count") or "1"
+        try:
+            ok = not t or t == "nan" or (math.isfinite(float(t)) and float(t) > 0)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"line {line}: measured_ms {t!r} is not a positive number "
+                             "of ms")
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"line {line}: count {count!r} is not a whole number of at "
+                             "least 1")
+
+
 def network_figures(rows: list[dict]) -> dict:
-    """Figures of one network's evaluate rows (see the module docstring)."""
+    """Figures of one network's evaluate rows (see the module docstring; rows checked by
+    :func:`check_rows`)."""
+    check_rows(rows)
     cases: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         cases[r["problem"]].append(r)
@@ -61,21 +93,34 @@ def main(argv=None) -> int:
     ap.add_argument("--csv", type=Path, metavar="ALL.csv",
                     help="write every row, with a leading network column, to this file")
     args = ap.parse_args(argv)
-    files = sorted(args.outdir.glob("eval-*.csv"))
-    if not files:
-        print(f"summarize_evaluations: error: no eval-*.csv file in {args.outdir}",
-              file=sys.stderr)
+
+    def error(text: str) -> int:
+        print(f"summarize_evaluations: error: {text}", file=sys.stderr)
         return 2
+
+    if not args.outdir.is_dir():
+        return error(f"{args.outdir} is not a folder (give the OUTDIR of "
+                     "benchmarks/evaluate_after_calibrate.sh)")
+    files = sorted(args.outdir.glob("eval-*.csv"))
+    if args.csv is not None:
+        if args.csv.resolve() in {f.resolve() for f in files} or (
+                args.csv.resolve().parent == args.outdir.resolve()
+                and args.csv.name.startswith("eval-")):
+            return error(f"--csv {args.csv} would be read as a network the next time: "
+                         "write it outside the folder, or under a name not eval-*.csv")
+        if not args.csv.parent.is_dir():
+            return error(f"--csv {args.csv}: the folder {args.csv.parent} does not exist")
+    if not files:
+        return error(f"no eval-*.csv file in {args.outdir}")
     per, every = {}, []
     for f in files:
         net = f.stem[len("eval-"):]
-        with f.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
         try:
+            with f.open(newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
             per[net] = network_figures(rows)
-        except (KeyError, ValueError) as e:
-            print(f"summarize_evaluations: error: {f}: {e}", file=sys.stderr)
-            return 2
+        except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
+            return error(f"{f}: {e}")
         every += [{"network": net, **r} for r in rows]
     print(f"{'network':34} {'cases':>5} {'missing':>7} {'within10':>8} {'mean':>6} "
           f"{'worst':>6} {'time-wtd':>8}")
@@ -101,8 +146,9 @@ def main(argv=None) -> int:
           f"largest mean {max_mean:.3f} ({mark(max_mean <= t['mean'])}), "
           f"worst case {worst:.2f}x ({mark(worst <= t['worst'])})")
     if args.csv:
+        fields = list(dict.fromkeys(k for r in every for k in r))    # every file's columns
         with args.csv.open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(every[0]))
+            w = csv.DictWriter(fh, fieldnames=fields, restval="")
             w.writeheader()
             w.writerows(every)
     return 0

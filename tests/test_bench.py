@@ -235,5 +235,38 @@ def test_summarize_evaluations_figures_and_targets(tmp_path, capsys):
     assert "within 10 % 66.7% (NOT met)" in out and "worst case 2.00x (met)" in out
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 8 and {r["network"] for r in rows} == {"a", "b"}
+    # the combined file is refused where the next run would read it as a network
+    assert se.main([str(tmp_path), "--csv", str(tmp_path / "eval-all.csv")]) == 2
+    assert "would be read as a network" in capsys.readouterr().err
     assert se.main([str(tmp_path / "none")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert se.main([str(empty)]) == 2
     assert "no eval-*.csv file" in capsys.readouterr().err
+    for text, fragment in ((head + "p1,fwd,s,1,0,1,1,1\n", "line 2: measured_ms '0'"),
+                           (head + "p1,fwd,s,1,-5,1,1,1\n", "line 2: measured_ms '-5'"),
+                           (head + "p1,fwd,s,1,1.0,1,1,0\n", "line 2: count '0'"),
+                           ("problem,solver\np1,s\n", "no column measured_ms, fallback_choice"),
+                           ("", "no rows")):
+        (empty / "eval-x.csv").write_text(text)
+        assert se.main([str(empty)]) == 2
+        assert fragment in capsys.readouterr().err
+
+
+def test_evaluate_after_calibrate_checks_its_arguments_before_calibrating(tmp_path):
+    """benchmarks/evaluate_after_calibrate.sh refuses a bad N, budget or network name
+    before the calibration spends its minute (exit 2, the reason on stderr)."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks/evaluate_after_calibrate.sh"
+    env = dict(os.environ, PYTHON=sys.executable)
+    for args, fragment in ((["0", "60", "squeezenet1_0"], "N (0) must be a whole number"),
+                           (["", "60", "squeezenet1_0"], "N () must be a whole number"),
+                           (["2", "1.5", "squeezenet1_0"], "BUDGET_S (1.5) must be"),
+                           (["2", "60", "no_such_net"], "no_such_net"),
+                           (["2", "60"], "usage:")):
+        run = subprocess.run(["sh", str(script), str(tmp_path / "out"), *args], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2 and fragment in run.stderr, (args, run.stderr)
+    assert not (tmp_path / "out").exists()          # nothing calibrated, nothing written

@@ -151,7 +151,9 @@ def score(replay, cases, store):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("measurements", nargs="+", metavar="MEASURED.csv")
+    ap.add_argument("measurements", nargs="+", metavar="MEASURED.csv",
+                    help="network measurements: files of `wticonv evaluate --csv` or "
+                         "benchmarks/measure_corpus.py")
     ap.add_argument("--probes", required=True, metavar="PROBES.csv",
                     help="measurements of the calibration's probe problems")
     ap.add_argument("--fit", choices=("none", "factors", "correction"), default="correction",
@@ -172,12 +174,16 @@ def main(argv=None) -> int:
     ap.add_argument("--ridge", type=float, default=RIDGE,
                     help=f"ridge penalty of the linear correction (default {RIDGE}; used "
                          "without scikit-learn, and for solvers with too few runs for trees)")
+    ap.add_argument("--vector-width", type=int, default=None, metavar="FLOATS",
+                    help="the device's preferred float vector width, which the CPU "
+                         "kernels' plans follow (default: the probes' vector_width column, "
+                         "else 16 on CPUs)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the cases over 1.1x")
     args = ap.parse_args(argv)
     try:
         probes = load(args.probes, "measurements")
         rows = [r for path in args.measurements for r in load(path, "measurements")]
-        device = device_for(probes)
+        device = device_for(probes, vector_width=args.vector_width)
         on = (probes[0].get("device"), probes[0].get("kind"))
         for path in args.measurements:
             first = load(path, "measurements")[0]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import math
 import statistics
 import sys
 
@@ -109,6 +110,9 @@ def load(path, kind: str) -> list[dict]:
                 float(r["predicted_ms"])
         except (KeyFormatError, ValueError) as e:
             raise ReplayError(f"{path}, line {i}: {e}") from None
+        if t is None and kind == "calibration":
+            raise ReplayError(f"{path}, line {i}: no measured_ms (every probe run of a "
+                              "calibration is measured)")
         if t is not None and not 0 < t < float("inf"):
             raise ReplayError(f"{path}, line {i}: measured_ms must be a positive finite "
                               f"number, not {r['measured_ms']}")
@@ -119,7 +123,8 @@ def load(path, kind: str) -> list[dict]:
     return rows
 
 
-def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=None):
+def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=None,
+               vector_width=None):
     """The stand-in device a replay predicts on: the figures recorded in the calibration
     rows (``calibrate --csv`` writes kind, compute units, peak, bandwidth and launch
     overhead), overridden by the arguments given; files without them take the arguments
@@ -138,9 +143,18 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
                           f"({rec.get('device')}); --kind {kind} does not match it")
     kind = kind or rec_kind or "gpu"
 
+    def number(column, cast):
+        try:
+            return cast(rec[column]) if rec.get(column) else None
+        except ValueError:
+            raise ReplayError(f"the calibration's {column} {rec[column]!r} is not a "
+                              f"{'whole ' if cast is int else ''}number") from None
+
     def figure(given, column, least, unit, example):
-        value = given if given is not None else (float(rec[column]) if rec.get(column)
-                                                 else None)
+        value = given if given is not None else number(column, float)
+        if value is not None and not math.isfinite(value):
+            raise ReplayError(f"{column.replace('_', ' ')} {value:g} is not a finite "
+                              f"number of {unit}")
         if value is not None and not value >= least:
             raise ReplayError(f"{column.replace('_', ' ')} {value:g} is too small: give "
                               f"{unit} (e.g. {example}), not G{unit}")
@@ -150,14 +164,16 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
     bandwidth = figure(bandwidth, "bandwidth", 1e8, "bytes/s", "6.05e10")
     if compute_units is not None and compute_units < 1:
         raise ReplayError(f"--compute-units {compute_units} must be at least 1")
-    cu = compute_units or (int(rec["compute_units"]) if rec.get("compute_units") else None)
-    overhead = float(rec["launch_overhead_s"]) if rec.get("launch_overhead_s") else None
+    cu = compute_units or number("compute_units", int)
+    overhead = number("launch_overhead_s", float)
     if overhead is not None and not 0 < overhead < 1:
         raise ReplayError(f"launch overhead {overhead:g} s cannot be right: the column "
                           "launch_overhead_s holds seconds per launch (e.g. 1.8e-05)")
     # the CPU kernels' plans follow the preferred vector width (files from before the
-    # column: RecordingDevice's default)
-    width = int(rec["vector_width"]) if rec.get("vector_width") else None
+    # column, without --vector-width: RecordingDevice's default, 16 on CPUs)
+    width = vector_width if vector_width is not None else number("vector_width", int)
+    if width is not None and width < 1:
+        raise ReplayError(f"vector width {width} must be at least 1")
     return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth,
                            launch_overhead_s=overhead, vector_width=width)
 
@@ -244,6 +260,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bandwidth", type=float, default=None, metavar="BYTES/S",
                     help="its measured bandwidth in bytes/s, e.g. 6.05e10 (`wticonv "
                          "devices` shows GB/s)")
+    ap.add_argument("--vector-width", type=int, default=None, metavar="FLOATS",
+                    help="its preferred float vector width, which the CPU kernels' plans "
+                         "follow (default: the calibration's vector_width column, which "
+                         "`wticonv calibrate --csv` writes, else 16 on CPUs)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
     args = ap.parse_args(argv)
     try:
@@ -256,7 +276,8 @@ def main(argv=None) -> int:
                 raise ReplayError(f"{path} was measured on {on[0]} ({on[1]}), the "
                                   f"calibration on {measured_on[0]} ({measured_on[1]}): "
                                   "replay an evaluation with its own device's calibration")
-        device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth)
+        device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth,
+                            args.vector_width)
         registry = SolverRegistry()
         for path, rows in evaluations:
             replay(registry, device, cal, rows, args.verbose, label=path)

@@ -335,9 +335,11 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
              for k in ("trees", "ridge", "constant")}
     kind = "boosted trees" if trees_available() else "ridge regression"
     if probes < FEW_PROBES:
-        print(f"wticonv: only {_plural(probes, 'probe')} measured: the correction is rough; "
-              "give a larger --budget-s for a better fit (this calibration replaced the "
-              "device's last one)", file=sys.stderr)
+        print(f"wticonv: only {_plural(probes, 'probe')} measured: the correction is rough "
+              "and can choose worse than no calibration (solvers no probe ran keep their "
+              "raw models while the others are corrected); give a larger --budget-s for a "
+              "better fit (this calibration replaced the device's last one)",
+              file=sys.stderr)
     if as_json:
         _emit_json({"device": handle.device.info.name, "probes": probes,
                     "solver_runs": len(measured), "correction": kind,

@@ -89,7 +89,8 @@ def correction_factor(coefs, feats) -> float:
 
 
 #: A solver's learned correction is applied only where its raw prediction is at most this
-#: many times the fastest raw prediction for the problem. ``wticonv calibrate`` times only
+#: many times the fastest raw prediction for the problem (beyond it, its per-direction
+#: factor). ``wticonv calibrate`` times only
 #: those solvers on its probes (:data:`wticonv.measuring.calibrate.SKIP_SLOWER_THAN` is
 #: this figure), so a model evaluated beyond it would extrapolate; and skipping those
 #: solvers' trees cuts the cost of selecting a new problem (on the development CPU with
@@ -208,8 +209,9 @@ def correction_factors(models: dict, versions: dict, problem, device,
     that ``models`` (``{solver: (version, feature names, model)}``, a linear coefficient
     list or boosted trees) holds a model of for their installed ``versions`` and these
     :data:`FEATURES`, and whose prediction is within :data:`CORRECT_WITHIN` of the
-    fastest: the others keep their raw WTI (calibrate never times them, so their models
-    were not fitted there)."""
+    fastest: calibrate never times the others, so their models were not fitted there, and
+    selection gives them their stored per-direction factor instead, if any
+    (:func:`wticonv.selection.calibration.apply_factors`)."""
     if not predicted:
         return {}
     within = CORRECT_WITHIN * min(predicted.values())
