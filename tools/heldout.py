@@ -176,8 +176,8 @@ def main(argv=None) -> int:
                          "without scikit-learn, and for solvers with too few runs for trees)")
     ap.add_argument("--vector-width", type=int, default=None, metavar="FLOATS",
                     help="the device's preferred float vector width, which the CPU "
-                         "kernels' plans follow (default: the probes' vector_width column, "
-                         "else 16 on CPUs)")
+                         "kernels' plans follow (`wticonv devices --json` shows it; default: "
+                         "the probes' vector_width column, else 16 on CPUs)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the cases over 1.1x")
     args = ap.parse_args(argv)
     try:

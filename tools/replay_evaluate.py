@@ -262,8 +262,8 @@ def main(argv=None) -> int:
                          "devices` shows GB/s)")
     ap.add_argument("--vector-width", type=int, default=None, metavar="FLOATS",
                     help="its preferred float vector width, which the CPU kernels' plans "
-                         "follow (default: the calibration's vector_width column, which "
-                         "`wticonv calibrate --csv` writes, else 16 on CPUs)")
+                         "follow (`wticonv devices --json` shows it; default: the "
+                         "calibration's vector_width column, else 16 on CPUs)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
     args = ap.parse_args(argv)
     try:

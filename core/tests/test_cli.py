@@ -37,6 +37,12 @@ def test_devices(capsys):
     rc, out, _ = run(capsys, "devices", "--json")
     rows = json.loads(out)
     assert rc == 0 and rows and {"index", "name", "peak_gflops", "status", "set_aside"} <= set(rows[0])
+    # the preferred float vector width, which the CPU kernels' plans and replays follow
+    import wticonv
+
+    width = wticonv.Handle().device.info.vector_width
+    assert width in {r["vector_width"] for r in rows} and all(
+        isinstance(r["vector_width"], int) and r["vector_width"] >= 1 for r in rows)
 
 
 def test_explain_key_json(capsys):

@@ -265,6 +265,7 @@ def devices(as_json: bool, measure: bool, reprobe: bool) -> int:
                      "compute_units": info.compute_units, "clock_mhz": info.clock_mhz,
                      "global_mem_bytes": info.global_mem_bytes,
                      "local_mem_bytes": info.local_mem_bytes,
+                     "vector_width": info.vector_width,
                      "peak_gflops": figs[0] / 1e9 if figs and not set_aside else None,
                      "bandwidth_gbs": figs[1] / 1e9 if figs and not set_aside else None,
                      "status": status, "set_aside": set_aside})
