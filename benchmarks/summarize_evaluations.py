@@ -26,6 +26,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from wticonv.measuring.evaluate import Case, summarize
+
 #: Issue #18's targets: time-weighted per network, geometric mean, mean per network,
 #: share within 10 %, worst case.
 TARGETS = {"time_weighted": 1.03, "geomean": 1.015, "mean": 1.05, "within": 0.93,
@@ -64,27 +66,27 @@ def network_figures(rows: list[dict]) -> dict:
     """Figures of one network's evaluate rows (see the module docstring; rows checked by
     :func:`check_rows`)."""
     check_rows(rows)
-    cases: dict[str, list[dict]] = defaultdict(list)
+    runs_of: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        cases[r["problem"]].append(r)
-    slow, chosen_t, best_t, missing = [], 0.0, 0.0, 0
-    for runs in cases.values():
+        runs_of[r["problem"]].append(r)
+    cases, missing = [], 0
+    for key, runs in runs_of.items():
         times = {r["solver"]: float(r["measured_ms"]) for r in runs if r["measured_ms"]
                  and math.isfinite(float(r["measured_ms"]))}
         choice = [r["solver"] for r in runs if r["fallback_choice"] == "1"]
         if not times or not choice or choice[0] not in times:
             missing += 1
             continue
-        best, count = min(times.values()), int(runs[0].get("count") or 1)
-        slow.append(times[choice[0]] / best)
-        chosen_t += count * times[choice[0]]
-        best_t += count * best
-    if not slow:
+        best = min(times, key=times.get)
+        cases.append(Case(key, best, chosen={"fallback": choice[0]},
+                          slowdown={"fallback": times[choice[0]] / times[best]},
+                          measured_ms=times, count=int(runs[0].get("count") or 1)))
+    if not cases:
         raise ValueError("no case has a measured fallback choice")
-    return {"cases": len(slow), "missing": missing,
-            "within": sum(s <= 1.1 for s in slow) / len(slow),
-            "mean": sum(slow) / len(slow), "worst": max(slow),
-            "time_weighted": chosen_t / best_t}
+    g = summarize(cases)["fallback"]            # the figures `wticonv evaluate` prints
+    return {"cases": g["cases"], "missing": missing, "within": g["within_10pct"],
+            "mean": g["mean_slowdown"], "worst": g["worst_slowdown"],
+            "time_weighted": g["time_weighted"]}
 
 
 def main(argv=None) -> int:

@@ -214,6 +214,21 @@ class ConvProblem:
         return 2 * self.n * self.k * self.ho * self.wo * (self.c // self.groups) * self.r * self.s
 
     @property
+    def direct_work(self) -> tuple[int, float]:
+        """``(outputs, reduction)`` of the direction's direct product: how many output
+        elements it computes and how long each one's sum is. fwd: N K Ho Wo outputs of
+        C/g R S taps; bwd: N C H W of K/g R S / (stride_h stride_w) (the taps that meet a
+        dy element); wrw: K C/g R S of N Ho Wo. Models of parallelism (the learned
+        correction's features, direct.naive's GPU model) read it."""
+        cg, kg = self.c // self.groups, self.k // self.groups
+        if self.direction == "fwd":
+            return self.n * self.k * self.ho * self.wo, cg * self.r * self.s
+        if self.direction == "bwd":
+            return (self.n * self.c * self.h * self.w,
+                    kg * self.r * self.s / (self.stride_h * self.stride_w))
+        return self.k * cg * self.r * self.s, self.n * self.ho * self.wo
+
+    @property
     def is_depthwise(self) -> bool:
         """True when groups == C (each group sees one input channel)."""
         return self.groups == self.c and self.groups > 1

@@ -48,21 +48,15 @@ def features(problem, device, predicted_ms: float) -> tuple[float, ...]:
     """The :data:`FEATURES` of ``problem`` on ``device`` for a solver predicting
     ``predicted_ms`` (its raw, uncalibrated prediction): one float each.
 
-    Parallel work is the output of the direction's product (fwd: N K Ho Wo; bwd: N C H W;
-    wrw: K C/g R S), its serial reduction the other operand's length (fwd: C/g R S; bwd:
-    K/g R S / strides; wrw: N Ho Wo); ``starved`` is ``min(0, log(work / resident
+    Parallel work and serial reduction are ``problem.direct_work`` (fwd: N K Ho Wo
+    outputs of C/g R S taps; bwd: N C H W of K/g R S / strides; wrw: K C/g R S of
+    N Ho Wo); ``starved`` is ``min(0, log(work / resident
     work-items))``, zero once the device is full.
     """
     p = problem
     d = p.direction
     cg, kg = p.c // p.groups, p.k // p.groups
-    if d == "fwd":
-        work, reduction = p.n * p.k * p.ho * p.wo, cg * p.r * p.s
-    elif d == "bwd":
-        work = p.n * p.c * p.h * p.w
-        reduction = kg * p.r * p.s / (p.stride_h * p.stride_w)
-    else:
-        work, reduction = p.k * cg * p.r * p.s, p.n * p.ho * p.wo
+    work, reduction = p.direct_work
     starved = min(0.0, math.log(max(work, 1) / resident_work_items(device)))
     wrw = 1.0 if d == "wrw" else 0.0
     depthwise = 1.0 if p.is_depthwise else 0.0
@@ -90,11 +84,10 @@ def correction_factor(coefs, feats) -> float:
 
 #: A solver's learned correction is applied only where its raw prediction is at most this
 #: many times the fastest raw prediction for the problem (beyond it, its per-direction
-#: factor). ``wticonv calibrate`` times only
-#: those solvers on its probes (:data:`wticonv.measuring.calibrate.SKIP_SLOWER_THAN` is
-#: this figure), so a model evaluated beyond it would extrapolate; and skipping those
-#: solvers' trees cuts the cost of selecting a new problem (on the development CPU with
-#: an H200 stand-in, ResNet-50 at N=32: docs/find-and-tune.md, *Selection cost*).
+#: factor). ``wticonv calibrate`` times only those solvers on its probes
+#: (:data:`wticonv.measuring.calibrate.SKIP_SLOWER_THAN` is this figure), so a model
+#: evaluated beyond it would extrapolate; and skipping those solvers' trees cuts the cost
+#: of selecting a new problem (docs/find-and-tune.md, *Selection cost*).
 CORRECT_WITHIN = 10.0
 
 #: Largest |log| of a correction factor (a factor between 1/148 and 148).

@@ -39,14 +39,12 @@ def grid(problem, device) -> tuple[str, int, int]:
     p = problem
     kind = kernel_family(device)
     local = min(_LOCAL[kind], device.info.max_work_group_size)
-    if p.direction == "fwd":
-        return "naive_fwd", round_up(p.n * p.k * p.ho * p.wo, local), local
-    if p.direction == "bwd":
-        return "naive_bwd", round_up(p.n * p.c * p.h * p.w, local), local
-    dw_elems = p.k * (p.c // p.groups) * p.r * p.s
-    if dw_elems >= _WRW_ITEMS_PER_CU[kind] * device.info.compute_units:
-        return "naive_wrw", round_up(dw_elems, local), local
-    return "naive_wrw_split", dw_elems * WRW_LOCAL, WRW_LOCAL
+    outputs = p.direct_work[0]          # y, dx or dw elements, by direction
+    if p.direction != "wrw":
+        return f"naive_{p.direction}", round_up(outputs, local), local
+    if outputs >= _WRW_ITEMS_PER_CU[kind] * device.info.compute_units:
+        return "naive_wrw", round_up(outputs, local), local
+    return "naive_wrw_split", outputs * WRW_LOCAL, WRW_LOCAL
 
 
 def plan(problem, device) -> Launch:

@@ -14,9 +14,9 @@ CPU, 11 us on the H200):
     WTI = flops / (peak x (overhead + flops / (peak x 0.01)))
 
 so it is at most 0.01 on CPUs and, on problems so small that the launch dominates, lower
-than a real solver that pays the same launch. 1 % is deliberately low so that any real solver
-outranks it; the naive kernels reach roughly 0.1-3 % of peak, depending on the layer and
-device. On devices that are neither CPUs nor GPUs
+than a real solver that pays the same launch. 1 % is deliberately low so that any real
+solver outranks it; the naive kernels reach roughly 0.1-3 % of peak, depending on the
+layer and device. On devices that are neither CPUs nor GPUs
 (:func:`wticonv.runtime.kit.modelled_kind`) the WTI is the constant 0.01: this solver is
 the guaranteed last resort, so it never answers "unknown".
 """

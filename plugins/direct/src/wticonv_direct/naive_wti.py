@@ -12,9 +12,10 @@ loads and a multiply-add after another. So a launch costs
   serial reduction of one work-item (:func:`steps`);
 - ``waves`` is ``ceil(items / resident work-items)``
   (:func:`wticonv.runtime.kit.resident_work_items`: 2048 per multiprocessor): a grid
-  that fits on the device at once still takes one work-item's whole chain, which is what
-  makes a few outputs with a long reduction (a 128 -> 32 3x3 layer on a 7x7 picture at N=1, or a
-  depthwise backward-weights layer split into work-groups of mostly idle lanes) slow;
+  that fits on the device at once still takes one work-item's whole chain, which is
+  what makes a few outputs with a long reduction slow (a 128 -> 32 3x3 layer on a 7x7
+  picture at N=1, or a depthwise backward-weights layer split into work-groups of mostly
+  idle lanes);
 - ``overhead`` is the device's measured launch cost
   (:func:`wticonv.runtime.kit.launch_overhead_s`).
 
@@ -51,18 +52,14 @@ GROUP_S = {"naive_fwd": 0.18e-6, "naive_bwd": 1.4e-6, "naive_wrw": 0.53e-6,
 
 
 def steps(problem, kernel: str) -> float:
-    """Serial reduction steps of one work-item of ``kernel`` on ``problem``: the taps of
-    one output (fwd), the taps that meet a dy element (bwd: Kg R S / (stride_h stride_w)),
-    the N Ho Wo products of one dw element (naive_wrw), or one lane's share of them
-    (naive_wrw_split: ceil(N Ho / WRW_LOCAL) rows of Wo)."""
+    """Serial reduction steps of one work-item of ``kernel`` on ``problem``: its output's
+    reduction (``ConvProblem.direct_work``: C/g R S in fwd, K/g R S / strides in bwd,
+    N Ho Wo in naive_wrw), or in naive_wrw_split one lane's share of it (ceil(N Ho /
+    WRW_LOCAL) rows of Wo)."""
     p = problem
-    if kernel == "naive_fwd":
-        return (p.c // p.groups) * p.r * p.s
-    if kernel == "naive_bwd":
-        return (p.k // p.groups) * p.r * p.s / (p.stride_h * p.stride_w)
-    if kernel == "naive_wrw":
-        return p.n * p.ho * p.wo
-    return -(-(p.n * p.ho) // WRW_LOCAL) * p.wo
+    if kernel == "naive_wrw_split":
+        return -(-(p.n * p.ho) // WRW_LOCAL) * p.wo
+    return p.direct_work[1]
 
 
 def seconds(problem, device) -> float:
