@@ -1,6 +1,6 @@
 """Issue #18's figures from a folder of ``wticonv evaluate --csv`` files, against its targets.
 
-    python benchmarks/summarize_evaluations.py OUTDIR [--csv ALL.csv]
+    python benchmarks/summarize_evaluations.py OUTDIR [--csv ALL.csv] [--noise-floor OTHERDIR]
 
 Reads ``OUTDIR/eval-NETWORK.csv`` (as ``benchmarks/evaluate_after_calibrate.sh`` writes
 them) and prints, per network: cases, the share within 10 % of the best measured solver,
@@ -10,6 +10,12 @@ as often as the network runs it); then the overall figures: the share within 10 
 every case, the geometric mean of the networks' time-weighted slowdowns, the worst
 network and the worst case, each against its target. ``--csv`` writes every row of every
 file to one CSV with a leading ``network`` column.
+
+``--noise-floor OTHERDIR`` scores, instead of the fallback's choices, the fastest solver
+of another measurement of the same networks (OTHERDIR's ``eval-NETWORK.csv``, among the
+solvers both measured): what a perfect model of that run would score in this one. On a
+device whose timings vary from run to run, it is the best figure a fallback can be
+expected to reach (docs/find-and-tune.md, *Noise floor*).
 
 A case whose fallback choice has no measurement (it failed or was cut short) is left out
 and counted in the ``missing`` column. A file that is not an evaluate CSV (a missing
@@ -62,9 +68,19 @@ def check_rows(rows: list[dict]) -> None:
                              "least 1")
 
 
-def network_figures(rows: list[dict]) -> dict:
+def fastest_of(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Problem key -> {solver: measured ms} of evaluate rows (measured runs only)."""
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r["measured_ms"] and math.isfinite(float(r["measured_ms"])):
+            out[r["problem"]][r["solver"]] = float(r["measured_ms"])
+    return out
+
+
+def network_figures(rows: list[dict], other: dict | None = None) -> dict:
     """Figures of one network's evaluate rows (see the module docstring; rows checked by
-    :func:`check_rows`)."""
+    :func:`check_rows`). With ``other`` (:func:`fastest_of` another run), the choice in
+    each case is the solver fastest in ``other`` among those both runs measured."""
     check_rows(rows)
     runs_of: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -74,6 +90,9 @@ def network_figures(rows: list[dict]) -> dict:
         times = {r["solver"]: float(r["measured_ms"]) for r in runs if r["measured_ms"]
                  and math.isfinite(float(r["measured_ms"]))}
         choice = [r["solver"] for r in runs if r["fallback_choice"] == "1"]
+        if other is not None:
+            theirs = {s: t for s, t in other.get(key, {}).items() if s in times}
+            choice = [min(theirs, key=theirs.get)] if theirs else []
         if not times or not choice or choice[0] not in times:
             missing += 1
             continue
@@ -94,6 +113,9 @@ def main(argv=None) -> int:
     ap.add_argument("outdir", type=Path, help="folder holding eval-NETWORK.csv files")
     ap.add_argument("--csv", type=Path, metavar="ALL.csv",
                     help="write every row, with a leading network column, to this file")
+    ap.add_argument("--noise-floor", type=Path, metavar="OTHERDIR",
+                    help="score the fastest solvers of another run of the same networks "
+                         "(OTHERDIR/eval-NETWORK.csv) instead of the fallback's choices")
     args = ap.parse_args(argv)
 
     def error(text: str) -> int:
@@ -114,16 +136,30 @@ def main(argv=None) -> int:
             return error(f"--csv {args.csv}: the folder {args.csv.parent} does not exist")
     if not files:
         return error(f"no eval-*.csv file in {args.outdir}")
+    if args.noise_floor is not None and not args.noise_floor.is_dir():
+        return error(f"--noise-floor {args.noise_floor} is not a folder")
     per, every = {}, []
     for f in files:
         net = f.stem[len("eval-"):]
         try:
             with f.open(newline="", encoding="utf-8") as fh:
                 rows = list(csv.DictReader(fh))
-            per[net] = network_figures(rows)
+            other = None
+            if args.noise_floor is not None:
+                g = args.noise_floor / f.name
+                if not g.is_file():
+                    return error(f"--noise-floor: {g} does not exist (both folders must "
+                                 "hold the same networks)")
+                with g.open(newline="", encoding="utf-8") as fh:
+                    theirs = list(csv.DictReader(fh))
+                check_rows(theirs)
+                other = fastest_of(theirs)
+            per[net] = network_figures(rows, other)
         except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
             return error(f"{f}: {e}")
         every += [{"network": net, **r} for r in rows]
+    if args.noise_floor is not None:
+        print(f"choices: the fastest solvers of {args.noise_floor} (noise floor)")
     print(f"{'network':34} {'cases':>5} {'missing':>7} {'within10':>8} {'mean':>6} "
           f"{'worst':>6} {'time-wtd':>8}")
     for net, g in per.items():

@@ -254,6 +254,38 @@ def test_summarize_evaluations_figures_and_targets(tmp_path, capsys):
         assert fragment in capsys.readouterr().err
 
 
+def test_summarize_evaluations_noise_floor_scores_another_runs_fastest(tmp_path, capsys):
+    """--noise-floor OTHERDIR: each case's choice is the solver fastest in the other run
+    (among those both measured), scored with this run's times; a network missing from
+    OTHERDIR is an error."""
+    se = _benchmark_module("summarize_evaluations")
+    head = "problem,direction,solver,predicted_ms,measured_ms,fallback_choice,fastest,count\n"
+    this, other = tmp_path / "this", tmp_path / "other"
+    this.mkdir()
+    other.mkdir()
+    # this run: p1 s 1.0 / t 1.3, p2 s 2.0 / t 1.0 (x3); the other run found t fastest
+    # on p1 and s fastest on p2 (u, measured only there, is not a choice here)
+    (this / "eval-a.csv").write_text(head + "p1,fwd,s,1,1.0,1,1,1\np1,fwd,t,1,1.3,0,0,1\n"
+                                            "p2,fwd,s,1,2.0,0,0,3\np2,fwd,t,1,1.0,1,1,3\n")
+    (other / "eval-a.csv").write_text(head + "p1,fwd,s,1,1.2,0,0,1\np1,fwd,t,1,1.1,0,1,1\n"
+                                             "p2,fwd,s,1,0.9,0,1,3\np2,fwd,t,1,1.0,0,0,3\n"
+                                             "p2,fwd,u,1,0.1,1,0,3\n")
+    rows = list(csv.DictReader((this / "eval-a.csv").open()))
+    g = se.network_figures(rows, se.fastest_of(list(csv.DictReader((other / "eval-a.csv")
+                                                                   .open()))))
+    assert (g["cases"], g["within"]) == (2, 0.0)
+    assert g["worst"] == pytest.approx(2.0) and g["mean"] == pytest.approx((1.3 + 2.0) / 2)
+    assert g["time_weighted"] == pytest.approx((1.3 + 3 * 2.0) / (1.0 + 3 * 1.0))
+    assert se.main([str(this), "--noise-floor", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "noise floor" in out and "within 10 % 0.0% (NOT met)" in out
+    (this / "eval-b.csv").write_text(head + "q1,fwd,s,1,1.0,1,1,1\n")
+    assert se.main([str(this), "--noise-floor", str(other)]) == 2
+    assert "eval-b.csv does not exist" in capsys.readouterr().err
+    assert se.main([str(this), "--noise-floor", str(tmp_path / "none")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
 def test_evaluate_after_calibrate_checks_its_arguments_before_calibrating(tmp_path):
     """benchmarks/evaluate_after_calibrate.sh refuses a bad N, budget or network name
     before the calibration spends its minute (exit 2, the reason on stderr)."""

@@ -152,3 +152,26 @@ def test_gpu_model_charges_the_split_wrw_kernel_its_work_groups():
     wrw, fwd = naive_wti.seconds(p.with_direction("wrw"), gpu), naive_wti.seconds(p, gpu)
     assert 0.035e-3 < wrw < 0.08e-3
     assert wrw > 2 * fwd
+
+
+def test_cpu_model_charges_the_split_wrw_kernel_its_work_groups():
+    # squeeze-and-excitation 1x1 on a 1x1 picture at N=4, 32 -> 8 channels: 256 dw
+    # elements of 4 taps, a work-group each; measured 0.066 ms on the 2-core Xeon
+    # (0.19 ms on the 2-core EPYC) while the flat 1 % model said 0.006 ms, and gemm.1x1
+    # took 0.004 ms (benchmarks/results/evaluate-test-n4-cpu-*.csv, efficientnet_b2)
+    from wticonv.testing.launches import RecordingDevice
+
+    cpu = RecordingDevice("cpu", compute_units=2, peak_flops=1.75e11,
+                          launch_overhead_s=21e-6)
+    p = P(4, 32, 1, 1, 8, 1, 1, direction="wrw")
+    assert launch.grid(p, cpu)[0] == "naive_wrw_split"
+    t = naive_wti.cpu_seconds(p, cpu, NAIVE_WTI)
+    flat = 21e-6 + p.flops / (1.75e11 * NAIVE_WTI)
+    assert t == pytest.approx(flat + 256 / 2 * naive_wti.CPU_SPLIT_GROUP_S)
+    assert 0.04e-3 < t < 0.25e-3
+    assert solver.get_wti(p, cpu) == pytest.approx(p.flops / (1.75e11 * t))
+    # the one-work-item-per-dw-element kernel pays no work-group term
+    big = P(4, 64, 1, 1, 64, 1, 1, direction="wrw")
+    assert launch.grid(big, cpu)[0] == "naive_wrw"
+    assert naive_wti.cpu_seconds(big, cpu, NAIVE_WTI) == pytest.approx(
+        21e-6 + big.flops / (1.75e11 * NAIVE_WTI))

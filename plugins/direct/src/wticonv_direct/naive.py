@@ -9,9 +9,10 @@ sees the kernels' serial reduction per work-item (few outputs with a long reduct
 latency-bound). On CPUs: the kernels modelled at 1 % of the device's peak FP32 rate
 (:data:`NAIVE_WTI`) plus one launch (the device's measured launch overhead,
 :func:`wticonv.runtime.kit.launch_overhead_s`: about 18 us on the development machines'
-CPU, 11 us on the H200):
+CPU, 11 us on the H200) and, where backward weights is split into a work-group per dw
+element (naive_wrw_split), naive_wti.CPU_SPLIT_GROUP_S per work-group and core:
 
-    WTI = flops / (peak x (overhead + flops / (peak x 0.01)))
+    WTI = flops / (peak x (overhead + flops / (peak x 0.01) + split groups))
 
 so it is at most 0.01 on CPUs and, on problems so small that the launch dominates, lower
 than a real solver that pays the same launch. 1 % is deliberately low so that any real
@@ -24,7 +25,7 @@ the guaranteed last resort, so it never answers "unknown".
 from __future__ import annotations
 
 from wticonv import hookimpl
-from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind
+from wticonv.runtime.kit import enqueue, modelled_kind
 
 from . import launch, naive_wti
 
@@ -59,9 +60,8 @@ class NaiveSolver:
             return NAIVE_WTI
         if kind == "gpu":
             return problem.flops / (device.peak_flops * naive_wti.seconds(problem, device))
-        overhead = launch_overhead_s(device)
-        compute = problem.flops / (device.peak_flops * NAIVE_WTI)
-        return problem.flops / (device.peak_flops * (overhead + compute))
+        seconds = naive_wti.cpu_seconds(problem, device, NAIVE_WTI)
+        return problem.flops / (device.peak_flops * seconds)
 
     @hookimpl
     def workspace_size(self, problem, device):

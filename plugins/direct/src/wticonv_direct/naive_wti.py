@@ -1,4 +1,5 @@
-"""The GPU time model of direct.naive, from its launch (launch.grid).
+"""The time models of direct.naive, from its launch (launch.grid): GPUs, and the
+work-group cost of naive_wrw_split on CPUs.
 
 Each work-item of the naive kernels runs its whole reduction alone, one dependent step of
 loads and a multiply-add after another. So a launch costs
@@ -27,6 +28,9 @@ test networks' runs within 3x of the fastest, the spread of log(measured / predi
 0.29 (fwd), 0.29 (bwd), 0.10 (wrw) and 0.35 (wrw split), against 0.80, 0.78, 0.61 and
 0.41 for the flat 1 %-of-peak model that CPUs keep (naive.py). docs/wti-models.md has
 the measurement.
+
+On CPUs the kernels keep the flat 1 %-of-peak model (naive.py), plus, for
+naive_wrw_split, :data:`CPU_SPLIT_GROUP_S` per work-group and core (:func:`cpu_seconds`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from wticonv.runtime.kit import launch_overhead_s, resident_work_items
 
 from .launch import WRW_LOCAL, grid
 
-__all__ = ["EFFICIENCY", "STEP_LATENCY_S", "GROUP_S", "steps", "seconds"]
+__all__ = ["EFFICIENCY", "STEP_LATENCY_S", "GROUP_S", "CPU_SPLIT_GROUP_S", "steps",
+           "seconds", "cpu_seconds"]
 
 #: Fraction of peak FP32 (one multiply-add = 2 FLOP per work-item step) the device sustains
 #: over a kernel's work-items, by kernel.
@@ -49,6 +54,14 @@ STEP_LATENCY_S = {"naive_fwd": 0.27e-6, "naive_bwd": 0.62e-6, "naive_wrw": 0.0,
 #: naive_wrw_split its tree reduction through local memory, by kernel.
 GROUP_S = {"naive_fwd": 0.18e-6, "naive_bwd": 1.4e-6, "naive_wrw": 0.53e-6,
            "naive_wrw_split": 0.042e-6}
+#: Seconds a CPU core spends on one work-group of naive_wrw_split whatever its reduction
+#: (PoCL runs the group's WRW_LOCAL work-items as loops between its barriers, then the
+#: tree reduction): measured on dw of 64-384 elements with a reduction of 4 (1x1 layers
+#: on 1x1 pictures at N=4), (measured - 1 %-model time) x cores / groups was 0.36-0.66 us
+#: on the 2-core Intel Xeon (AVX-512) and 0.49-1.42 us on the 2-core AMD EPYC, both PoCL
+#: 3.1 (benchmarks/results/evaluate-test-n4-cpu-*.csv); the 1 % model alone predicted
+#: these launches 4-12x too fast.
+CPU_SPLIT_GROUP_S = 0.7e-6
 
 
 def steps(problem, kernel: str) -> float:
@@ -73,3 +86,15 @@ def seconds(problem, device) -> float:
             + 2.0 * items * n / (device.peak_flops * EFFICIENCY[kernel])
             + waves * n * STEP_LATENCY_S[kernel]
             + items / local / cu * GROUP_S[kernel])
+
+
+def cpu_seconds(problem, device, efficiency: float) -> float:
+    """Predicted run time in seconds of direct.naive on ``problem`` on the CPU ``device``:
+    one launch (the device's overhead), the FLOPs at ``efficiency`` x peak, and for
+    naive_wrw_split :data:`CPU_SPLIT_GROUP_S` per work-group, its groups shared by the
+    cores (``info.compute_units``)."""
+    kernel, items, local = grid(problem, device)
+    t = launch_overhead_s(device) + problem.flops / (device.peak_flops * efficiency)
+    if kernel == "naive_wrw_split":
+        t += items / local / device.info.compute_units * CPU_SPLIT_GROUP_S
+    return t
