@@ -44,7 +44,7 @@ def test_plugins_lists_distributions_solvers_hooks_and_quarantines(fake_dist, ca
     assert rows["wticonv-direct"]["built_in"] and "wticonv-acme" in rows
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    assert "acme.conv: dynamic; hook API 1, 2; tolerance 2e-05; max_wti 1" in out
+    assert "acme.conv: dynamic; hook API 1, 2; tolerance 2e-05; max_wti 1; math fp32" in out
     assert "QUARANTINED naive = fake_impostor:solver (solver direct.naive)" in out
 
 

@@ -186,5 +186,32 @@ def test_the_reference_check_flags_a_tolerance_looser_than_the_kit_accepts(fake,
 
     h = _handle(wticonv_handle, fake())
     with pytest.raises(CheckFailure, match=rf"tolerance 0.5 is looser than the kit accepts "
+                                           rf"for math class 'fp32' "
                                            rf"\({KIT_TOLERANCE_LIMIT:g}\)"):
         check_solver(fake.solver_id, h, checks=["reference"], examples=2)
+
+
+class _Tf32(_Like):
+    """Declares the tf32 class with a tolerance looser than FP32's limit, within tf32's
+    (its results are the naive kernel's, so they meet it)."""
+
+    solver_id = "fake.tf32"
+    math = "tf32"
+    tolerance = 5e-3
+
+
+class _Tf32TooLoose(_Tf32):
+    solver_id = "fake.tf32_too_loose"
+    tolerance = 0.05
+
+
+def test_the_reference_check_holds_each_math_class_to_its_own_limit(wticonv_handle):
+    from wticonv.contract.answers import CLASS_KIT_TOLERANCE_LIMIT
+
+    assert CLASS_KIT_TOLERANCE_LIMIT["fp32"] < _Tf32.tolerance < CLASS_KIT_TOLERANCE_LIMIT["tf32"]
+    h = _handle(wticonv_handle, _Tf32(), _Tf32TooLoose())
+    report = check_solver(_Tf32.solver_id, h, checks=["reference"], examples=2)
+    assert report.ok and [(r.check, r.passed) for r in report.results] == [("reference", True)]
+    with pytest.raises(CheckFailure, match=r"tolerance 0.05 is looser than the kit accepts "
+                                           r"for math class 'tf32' \(0.01\)"):
+        check_solver(_Tf32TooLoose.solver_id, h, checks=["reference"], examples=2)

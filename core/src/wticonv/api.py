@@ -189,21 +189,25 @@ def _handle(handle: Handle | None) -> Handle:
     return handle
 
 
-def _run_or_empty(geo: _Geometry, handle, solver, workspace_limit, out_shape, **arrays):
+def _run_or_empty(geo: _Geometry, handle, solver, workspace_limit, allow_tf32, out_shape,
+                  **arrays):
     """Run the problem of ``geo``; for an empty one, check the handle, the solver id (that
-    it is installed: no solver runs, so not whether it applies) and the limit as a run
-    would, and return zeros of ``out_shape`` without running."""
+    it is installed: no solver runs, so not whether it applies), the limit and
+    ``allow_tf32`` as a run would, and return zeros of ``out_shape`` without running."""
     h, limit = _handle(handle), workspace_limit_arg(workspace_limit)
+    if allow_tf32 is not None and not isinstance(allow_tf32, bool):
+        raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True, False or None")
     if geo.empty:
         if solver is not None:
             h.registry.get(solver)
         return _host("the result", out_shape, lambda: np.zeros(out_shape, np.float32))
-    return h.compute(geo.problem, workspace_limit=limit, solver=solver, **arrays)
+    return h.compute(geo.problem, workspace_limit=limit, solver=solver,
+                     allow_tf32=allow_tf32, **arrays)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
            solver: str | None = None, workspace_limit: int | None = None,
-           handle: Handle | None = None) -> np.ndarray:
+           handle: Handle | None = None, allow_tf32: bool | None = None) -> np.ndarray:
     """2-D convolution (forward), as ``torch.nn.functional.conv2d``.
 
     Parameters
@@ -221,6 +225,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         Most device workspace to use, in bytes.
     handle : Handle, optional
         Device and solvers; the default handle when omitted.
+    allow_tf32 : bool, optional
+        True also ranks solvers whose results are only TF32-accurate (10-bit mantissa;
+        ``math = "tf32"``), as PyTorch's ``allow_tf32`` does; False only FP32-accurate
+        ones (``fp32``, ``3xtf32``); None (default): the handle's ``allow_tf32`` (False
+        unless set).
 
     Returns
     -------
@@ -235,7 +244,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     ProblemError
         The geometry is invalid (e.g. output size < 1, a stride of 0).
     ArgumentError
-        A negative or non-integer ``workspace_limit``, or a ``handle`` that is not one.
+        A negative or non-integer ``workspace_limit``, an ``allow_tf32`` that is not a
+        bool, or a ``handle`` that is not one.
     HostMemoryError
         The host cannot hold a float32 copy of an input or the result.
     NoApplicableSolverError, SolverNotFoundError, SolverNotApplicableError
@@ -252,7 +262,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                     if b.ndim == 0 else "")
             raise TensorError(f"bias must be a float array of shape ({k},), got dtype "
                               f"{np.asarray(bias).dtype} and shape {b.shape}{hint}")
-    y = _run_or_empty(geo, handle, solver, workspace_limit, geo.y_shape,
+    y = _run_or_empty(geo, handle, solver, workspace_limit, allow_tf32, geo.y_shape,
                       x=None if geo.empty else geo.pad_input(x), w=w)
     if bias is not None:
         y += b[None, :, None, None]
@@ -261,7 +271,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
 
 def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1,
                  *, solver: str | None = None, workspace_limit: int | None = None,
-                 handle: Handle | None = None) -> np.ndarray:
+                 handle: Handle | None = None, allow_tf32: bool | None = None) -> np.ndarray:
     """Gradient of conv2d with respect to its input (backward data, ``bwd``).
 
     As ``torch.nn.grad.conv2d_input``. ``input_size`` is (N, C, H, W) of the input (it
@@ -274,13 +284,13 @@ def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=
     dy = as_float32(grad_output, "grad_output")
     geo = _Geometry(shape, w.shape, stride, padding, dilation, groups, "bwd")
     _check_dy(dy, geo)
-    dx = _run_or_empty(geo, handle, solver, workspace_limit, shape, w=w, y=dy)
+    dx = _run_or_empty(geo, handle, solver, workspace_limit, allow_tf32, shape, w=w, y=dy)
     return dx if geo.empty else geo.crop_input(dx)
 
 
 def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1,
                   *, solver: str | None = None, workspace_limit: int | None = None,
-                  handle: Handle | None = None) -> np.ndarray:
+                  handle: Handle | None = None, allow_tf32: bool | None = None) -> np.ndarray:
     """Gradient of conv2d with respect to its weight (backward weights, ``wrw``).
 
     As ``torch.nn.grad.conv2d_weight``. ``weight_size`` is (K, C/groups, R, S);
@@ -293,5 +303,5 @@ def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation
     dy = as_float32(grad_output, "grad_output")
     geo = _Geometry(x.shape, wshape, stride, padding, dilation, groups, "wrw")
     _check_dy(dy, geo)
-    return _run_or_empty(geo, handle, solver, workspace_limit, wshape,
+    return _run_or_empty(geo, handle, solver, workspace_limit, allow_tf32, wshape,
                          x=None if geo.empty else geo.pad_input(x), y=dy)

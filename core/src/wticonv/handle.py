@@ -118,13 +118,19 @@ class Handle:
     registry : SolverRegistry, optional
         The solvers (a :class:`wticonv.contract.registry.SolverRegistry`); by default every
         installed plugin (entry points).
+    allow_tf32 : bool
+        Also rank solvers whose results are only TF32-accurate (``math = "tf32"``), like
+        PyTorch's ``allow_tf32``; by default (False) only FP32-accurate ones (``fp32``,
+        ``3xtf32``). The attribute of the same name may be changed later; a method's own
+        ``allow_tf32`` argument overrides it for that call.
 
     Raises
     ------
     DeviceError
         No device matches ``device``.
     ArgumentError
-        ``registry`` is not a :class:`~wticonv.contract.registry.SolverRegistry`.
+        ``registry`` is not a :class:`~wticonv.contract.registry.SolverRegistry`, or
+        ``allow_tf32`` is not a bool.
 
     The methods take a problem as a :class:`ConvProblem` or as its find-db key string
     (:attr:`ConvProblem.key`).
@@ -151,11 +157,14 @@ class Handle:
     """
 
     def __init__(self, device: Device | str | None = None,
-                 registry: SolverRegistry | None = None) -> None:
+                 registry: SolverRegistry | None = None, allow_tf32: bool = False) -> None:
         if registry is not None and not isinstance(registry, SolverRegistry):
             raise ArgumentError(f"registry={registry!r:.60} is not a "
                                 "wticonv.contract.registry.SolverRegistry; omit it for every "
                                 "installed solver, or pass SolverRegistry(...)")
+        if not isinstance(allow_tf32, bool):
+            raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True or False")
+        self.allow_tf32 = allow_tf32
         self.device = device if isinstance(device, Device) else select_device(device)
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
@@ -168,12 +177,15 @@ class Handle:
         return f"<Handle {self.device!r} solvers={self.registry.ids()}>"
 
     def select(self, problem: ConvProblem | str, workspace_limit: int | None = None,
-               solver: str | None = None, perf_config: str | None = None) -> Selection:
+               solver: str | None = None, perf_config: str | None = None,
+               allow_tf32: bool | None = None) -> Selection:
         """Rank the solvers for ``problem`` (see :func:`wticonv.selection.ranking.select`; a
         ``perf_config`` may be forced together with ``solver``). ``problem`` is a
-        :class:`ConvProblem` or a find-db key string.
+        :class:`ConvProblem` or a find-db key string. ``allow_tf32`` (None: the handle's
+        :attr:`allow_tf32`) also ranks TF32-only solvers.
 
-        Selections are remembered per handle (problem, workspace limit, forced solver), so
+        Selections are remembered per handle (problem, workspace limit, forced solver, math
+        mode), so
         a problem seen before costs a dictionary lookup; :meth:`forget_selections` drops
         them (find mode does, after recording new times). The returned object is shared:
         treat it as read-only.
@@ -190,14 +202,16 @@ class Handle:
         if workspace_limit is not None and type(workspace_limit) is not int:
             # before the lookup: True and 1.0 equal a remembered limit of 1
             workspace_limit = workspace_limit_arg(workspace_limit)
-        key = (problem, workspace_limit, solver, perf_config)
+        if allow_tf32 is None:
+            allow_tf32 = self.allow_tf32
+        key = (problem, workspace_limit, solver, perf_config, allow_tf32)
         try:
             sel = self._selections.get(key)
         except TypeError:      # an unhashable argument: select() says which is wrong
             sel = None
         if sel is None:         # select() checks the arguments
             sel = select(self.registry, problem, self.device, workspace_limit, solver,
-                         perf_config=perf_config)
+                         perf_config=perf_config, allow_tf32=allow_tf32)
             with self._lock:
                 if len(self._selections) >= SELECTION_CACHE_SIZE:
                     self._selections.clear()
@@ -228,7 +242,7 @@ class Handle:
     def run(self, problem: ConvProblem | str, tensors: ConvTensors,
             selection: Selection | None = None, workspace_limit: int | None = None,
             solver: str | None = None, wait: bool = True,
-            perf_config: str | None = None) -> RunResult:
+            perf_config: str | None = None, allow_tf32: bool | None = None) -> RunResult:
         """Run ``problem`` on device buffers, with the chosen solver.
 
         ``problem`` is a :class:`ConvProblem` or a find-db key string. ``tensors`` holds
@@ -238,7 +252,8 @@ class Handle:
         same buffer, or a sub-buffer overlapping one, is refused; memory shared some other
         way (two buffers made with ``USE_HOST_PTR`` on one host array) is not detected
         and gives a wrong result. ``selection`` is a :class:`Selection` of ``problem``
-        from :meth:`select` (None: select now); ``solver`` forces a solver id.
+        from :meth:`select` (None: select now); ``solver`` forces a solver id;
+        ``allow_tf32`` (None: the handle's :attr:`allow_tf32`) admits TF32-only solvers.
 
         If the chosen solver fails (it raises, its kernels do not build, its workspace or
         a buffer it needs cannot be allocated), it is set aside for this problem with a
@@ -259,7 +274,7 @@ class Handle:
         tensors = as_tensors(tensors)
         check_buffers(problem, tensors)
         selection = self._selection_for(problem, selection, workspace_limit, solver,
-                                        perf_config)
+                                        perf_config, allow_tf32)
         failures = []
         forced = selection.mode == "forced"
         for v in selection.candidates:
@@ -282,11 +297,11 @@ class Handle:
         raise SolverRunError(f"problem {problem.key} could not be run: " + "; ".join(failures))
 
     def _selection_for(self, problem: ConvProblem, selection, workspace_limit, solver,
-                       perf_config) -> Selection:
+                       perf_config, allow_tf32=None) -> Selection:
         """``selection`` checked to be a :class:`Selection` of ``problem`` (ArgumentError
         otherwise), or a new one when None."""
         if selection is None:
-            return self.select(problem, workspace_limit, solver, perf_config)
+            return self.select(problem, workspace_limit, solver, perf_config, allow_tf32)
         if not isinstance(selection, Selection):
             hint = (f"; to force a solver, pass solver={selection!r}"
                     if isinstance(selection, str) else "")
@@ -328,12 +343,14 @@ class Handle:
     def compute(self, problem: ConvProblem | str, x: np.ndarray | None = None,
                 w: np.ndarray | None = None, y: np.ndarray | None = None,
                 workspace_limit: int | None = None, solver: str | None = None,
-                perf_config: str | None = None) -> np.ndarray:
+                perf_config: str | None = None,
+                allow_tf32: bool | None = None) -> np.ndarray:
         """Run ``problem`` (a :class:`ConvProblem` or a find-db key string) on host arrays
         and return the result as a new float32 array.
 
         ``solver`` forces a solver, ``perf_config`` one of its perf configs (tunable solvers,
-        see :mod:`wticonv.measuring.tune`; ``"default"`` its own default).
+        see :mod:`wticonv.measuring.tune`; ``"default"`` its own default); ``allow_tf32``
+        (None: the handle's :attr:`allow_tf32`) admits TF32-only solvers.
 
         ``fwd`` needs x (N x C x H x W) and w (K x C/groups x R x S) and returns y;
         ``bwd`` needs y (dy, N x K x Ho x Wo) and w and returns dx; ``wrw`` needs x and y
@@ -390,7 +407,8 @@ class Handle:
                 else:
                     bufs[name] = dev.upload(arrays[name], f"tensor {name}")
             self.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
-                     workspace_limit=workspace_limit, solver=solver, perf_config=perf_config)
+                     workspace_limit=workspace_limit, solver=solver, perf_config=perf_config,
+                     allow_tf32=allow_tf32)
             return dev.download(bufs[out_name], shapes[out_name])
         finally:
             for b in bufs.values():

@@ -53,6 +53,22 @@ def _trace_option(f):
                         help="Print every solver hook call to stderr (WTICONV_TRACE=1).")(f)
 
 
+#: Where ``--math`` leaves the caller's math mode for :func:`_handle` (click's ctx.meta).
+_MATH_KEY = "wticonv.allow_tf32"
+
+
+def _math_option(f):
+    def keep(ctx, param, value):
+        ctx.meta[_MATH_KEY] = value == "tf32"
+        return value
+
+    return click.option("--math", type=click.Choice(["fp32", "tf32"]), default="fp32",
+                        show_default=True, expose_value=False, callback=keep,
+                        help="fp32: rank only FP32-accurate solvers (math class fp32 or "
+                             "3xtf32); tf32: also TF32-only ones (10-bit mantissa), as "
+                             "PyTorch's allow_tf32.")(f)
+
+
 def _limit_option(f):
     return click.option("--workspace-limit", "workspace_limit", type=click.IntRange(min=0),
                         default=None, metavar="BYTES",
@@ -116,8 +132,10 @@ def _network_problems(network: str, n: int | None, directions: str) -> list:
 
 
 def _handle(device: str | None) -> Handle:
+    """The command's handle on ``device``, in the math mode of its ``--math`` option."""
     _announce_probes()
-    handle = Handle(device)
+    ctx = click.get_current_context(silent=True)
+    handle = Handle(device, allow_tf32=bool(ctx and ctx.meta.get(_MATH_KEY, False)))
     filter_note(handle.registry, quarantined=True)
     return handle
 
@@ -194,8 +212,8 @@ def solvers(as_json: bool) -> int:
     for sid in reg.ids():
         e = reg.solvers[sid]
         rows.append({"solver": sid, "distribution": e.distribution, "version": e.version,
-                     "dynamic": dynamic_or_error(reg, sid), "disabled": sid in reg.disabled,
-                     "entry_point": e.entry_point})
+                     "dynamic": dynamic_or_error(reg, sid), "math": e.math,
+                     "disabled": sid in reg.disabled, "entry_point": e.entry_point})
     bad = [{"entry_point": q.entry_point, "distribution": q.distribution,
             "version": q.version, "solver_id": q.solver_id, "reason": q.reason}
            for q in reg.quarantined]
@@ -292,6 +310,7 @@ def _problem_from(args: tuple[str, ...]):
 @_json_option
 @_device_option
 @_limit_option
+@_math_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def explain(args, as_json, device, workspace_limit) -> int:
     """Rank every solver for one problem, without running anything.
@@ -324,6 +343,7 @@ def explain(args, as_json, device, workspace_limit) -> int:
 @_json_option
 @_device_option
 @_limit_option
+@_math_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def conv(args, as_json, device, workspace_limit) -> int:
     """Run one convolution as MIOpenDriver does: select, run, time, verify.
@@ -377,6 +397,7 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
 @click.option("--no-verify", is_flag=True, help="Skip the comparison with the reference.")
 @click.option("-S", "--solver", default=None, metavar="ID", help="Force this solver.")
 @_limit_option
+@_math_option
 @_device_option
 @_json_option
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

@@ -18,6 +18,7 @@ from wticonv.cli.commands import (
     _handle,
     _json_option,
     _limit_option,
+    _math_option,
     _network_counts,
     _network_options,
     _network_problems,
@@ -145,6 +146,7 @@ def _write_probe_csv(path: str, measured: list, device) -> None:
 @_trace_option
 @_json_option
 @_device_option
+@_math_option
 @_limit_option
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed runs per solver after one warm-up.")
@@ -189,6 +191,7 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
 @_trace_option
 @_json_option
 @_device_option
+@_math_option
 @_limit_option
 @click.argument("network", metavar="NETWORK")
 @_network_options
@@ -275,6 +278,7 @@ FEW_PROBES = 30
 @_trace_option
 @_json_option
 @_device_option
+@_math_option
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
               help="Measure every probe at this batch size (default: batch sizes 1-64 on "
                    "GPUs, 1-8 on CPUs).")
@@ -377,6 +381,7 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
 @_trace_option
 @_json_option
 @_device_option
+@_math_option
 @_limit_option
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed runs per perf config after one warm-up.")

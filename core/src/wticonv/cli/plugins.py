@@ -34,7 +34,7 @@ _PIP = {"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
 def plugins_info(include_all: bool = False) -> list[dict]:
     """One dict per distribution with solver entry points (see ``wticonv plugins
     --json``): name, version, built_in, skipped (the filter that kept it from loading,
-    or None), solvers (id, hooks, hook_api, tunable, tolerance, max_wti, dynamic,
+    or None), solvers (id, hooks, hook_api, tunable, tolerance, max_wti, math, dynamic,
     disabled, entry_point) and quarantined (entry_point, solver_id, reason, and the
     traceback with ``WTICONV_DEBUG``). Without ``include_all``, built-in and filtered-out
     distributions are left out."""
@@ -62,7 +62,7 @@ def plugins_info(include_all: bool = False) -> list[dict]:
             "hooks": sorted(c.name for c in reg.pm.get_hookcallers(e.obj) or []),
             "hook_api": list(api) if isinstance(api, (tuple, list)) else api,
             "tunable": e.tunable, "tolerance": declared_tolerance(sid, e.obj),
-            "max_wti": declared_max_wti(sid, e.obj), "dynamic": dynamic,
+            "max_wti": declared_max_wti(sid, e.obj), "math": e.math, "dynamic": dynamic,
             "disabled": sid in reg.disabled, "entry_point": e.entry_point})
     for q in reg.quarantined:
         row = {"entry_point": q.entry_point, "solver_id": q.solver_id, "reason": q.reason}
@@ -93,7 +93,7 @@ def _render(rows: list[dict], include_all: bool) -> None:
             dyn = {True: "dynamic", False: "not dynamic"}.get(s["dynamic"], s["dynamic"])
             api = ", ".join(map(str, s["hook_api"])) if s["hook_api"] else "not stated"
             flags = [dyn, f"hook API {api}", f"tolerance {s['tolerance']:g}",
-                     f"max_wti {s['max_wti']:g}"]
+                     f"max_wti {s['max_wti']:g}", f"math {s['math']}"]
             flags += ["tunable"] if s["tunable"] else []
             flags += ["disabled (WTICONV_DISABLE_SOLVERS)"] if s["disabled"] else []
             click.echo(f"  {s['solver_id']}: {'; '.join(flags)}")
@@ -112,7 +112,7 @@ def _render(rows: list[dict], include_all: bool) -> None:
                    "(WTICONV_LOAD_PLUGINS, --no-plugin) kept from loading.")
 def plugins(as_json: bool, include_all: bool) -> int:
     """List installed solver plugins: each distribution, its solvers (the hooks each
-    implements, hook API, tunable, tolerance, max_wti) and its quarantined entry points,
+    implements, hook API, tunable, tolerance, max_wti, math) and its quarantined entry points,
     with the solver id where it is known and the reason."""
     rows = plugins_info(include_all)
     if as_json:

@@ -51,14 +51,15 @@ def _bytes(n) -> str:
 
 def solvers(rows: list[dict], bad: list[dict]) -> None:
     t = Table(title="Installed solvers", box=box.SIMPLE_HEAD)
-    for col in ("solver", "distribution", "version", "dynamic", "entry point"):
+    for col in ("solver", "distribution", "version", "dynamic", "math", "entry point"):
         t.add_column(col)
     for r in rows:
         dyn = "yes" if r["dynamic"] is True else "no" if r["dynamic"] is False else r["dynamic"]
         name = r["solver"] + (" (disabled)" if r["disabled"] else "")
-        t.add_row(name, r["distribution"], r["version"], str(dyn), r["entry_point"])
+        t.add_row(name, r["distribution"], r["version"], str(dyn), r["math"],
+                  r["entry_point"])
     if not rows:
-        t.add_row("(none)", "", "", "", "")
+        t.add_row("(none)", "", "", "", "", "")
     _out.print(t)
     if bad:
         q = Table(title="Quarantined entry points (not loaded)", box=box.SIMPLE_HEAD)
@@ -103,14 +104,14 @@ def selection(s, device) -> None:
                + (f"; workspace limit {_bytes(s.workspace_limit)}"
                   if s.workspace_limit is not None else ""))
     t = Table(box=box.SIMPLE_HEAD)
-    for col in ("rank", "solver", "applicable", "dynamic", "WTI", "workspace", "predicted ms",
-                "measured ms", "ranked by", "perf config", "verdict"):
+    for col in ("rank", "solver", "math", "applicable", "dynamic", "WTI", "workspace",
+                "predicted ms", "measured ms", "ranked by", "perf config", "verdict"):
         t.add_column(col, no_wrap=col != "verdict", overflow="fold")
     for v in s.verdicts:
         verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
         if v.note:
             verdict += f" ({v.note})"
-        t.add_row(_num(v.rank, "{}"), v.solver_id, "yes" if v.applicable else "no",
+        t.add_row(_num(v.rank, "{}"), v.solver_id, v.math, "yes" if v.applicable else "no",
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
                   _num(v.wti, "{:.3g}") + (f" (raw {v.raw_wti:.3g})" if v.raw_wti else ""),
                   _bytes(v.workspace), _ms(v.predicted_ms),

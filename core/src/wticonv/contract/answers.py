@@ -4,11 +4,12 @@ the conformance kit.
 The hook reference (docs/hooks.md, :mod:`wticonv.contract.hookspecs`) says what each query hook
 returns; the functions here check one answer each and raise :class:`ContractError`
 naming the hook, the value and the rule when it breaks one. The registry checks a
-solver's declared attributes (``tolerance``, ``max_wti``) when it loads the solver
-(:func:`declared_tolerance`, :func:`declared_max_wti`); selection checks every answer
-of every ranking (a solver that breaks a rule is set aside for the problem with a
-:class:`~wticonv.SolverWarning`); the conformance kit calls every hook itself on every
-corpus problem and fails on the first broken rule (:mod:`wticonv.testing.answers`).
+solver's declared attributes (``tolerance``, ``max_wti``, ``math``) when it loads the
+solver (:func:`declared_tolerance`, :func:`declared_max_wti`, :func:`declared_math`);
+selection checks every answer of every ranking (a solver that breaks a rule is set aside
+for the problem with a :class:`~wticonv.SolverWarning`); the conformance kit calls every
+hook itself on every corpus problem and fails on the first broken rule
+(:mod:`wticonv.testing.answers`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from wticonv.problem.conv import ConvProblem
 
 __all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MAX_WTI", "TOLERANCE_LIMIT", "MAX_WTI_LIMIT",
-           "KIT_TOLERANCE_LIMIT", "applicable_answer", "dynamic_answer", "workspace_answer",
+           "KIT_TOLERANCE_LIMIT", "MATH_CLASSES", "DEFAULT_MATH", "FP32_ACCURATE",
+           "CLASS_DEFAULT_TOLERANCE", "CLASS_KIT_TOLERANCE_LIMIT", "declared_math",
+           "math_allowed", "applicable_answer", "dynamic_answer", "workspace_answer",
            "wti_answer", "declared_tolerance", "declared_max_wti", "reduction_length",
            "tolerance_for"]
 
@@ -46,6 +49,33 @@ MAX_WTI_LIMIT = 16.0
 #: of the loosest built-in solver (winograd.f4x3, 1e-4). A solver declaring more fails
 #: ``reference`` (declare it as an expected failure, with the reason, if it is right).
 KIT_TOLERANCE_LIMIT = 1e-3
+
+#: The numerical classes a solver's results belong to (its ``math`` attribute), after
+#: cuDNN's math types and PyTorch's ``allow_tf32``:
+#:
+#: - ``fp32``: FP32 multiplies and sums (every CUDA-core and CPU kernel);
+#: - ``3xtf32``: tensor-core products of each FP32 operand split into a TF32 high and low
+#:   part, three products summed (hi*hi + hi*lo + lo*hi), as CUTLASS's 3xTF32 GEMMs do: the
+#:   dropped lo*lo term and the split's remainder are about 2^-22 of a product, FP32's own
+#:   rounding (2^-24) within a few units, so it is held to FP32's tolerances;
+#: - ``tf32``: one tensor-core product of operands rounded to TF32 (10 explicit mantissa
+#:   bits, unit roundoff 2^-11 = 4.9e-4: NVIDIA A100 Tensor Core GPU Architecture
+#:   whitepaper, 2020), faster and about 1000x less accurate.
+MATH_CLASSES = ("fp32", "3xtf32", "tf32")
+#: The class of a solver that declares none.
+DEFAULT_MATH = "fp32"
+#: The classes the fallback ranks by default (FP32-accurate); ``allow_tf32`` adds ``tf32``.
+FP32_ACCURATE = frozenset({"fp32", "3xtf32"})
+#: Default ``tolerance`` per class, for a solver that declares its class but no tolerance:
+#: tf32's is twice the TF32 unit roundoff (each product carries two roundings of 2^-11;
+#: a sum of such products of random sign stays under that relative to its range).
+CLASS_DEFAULT_TOLERANCE = {"fp32": DEFAULT_TOLERANCE, "3xtf32": DEFAULT_TOLERANCE,
+                           "tf32": 1e-3}
+#: The loosest ``tolerance`` the kit's ``reference`` check accepts, per class: FP32's
+#: :data:`KIT_TOLERANCE_LIMIT` for the FP32-accurate classes, 10 x tf32's default for
+#: tf32.
+CLASS_KIT_TOLERANCE_LIMIT = {"fp32": KIT_TOLERANCE_LIMIT, "3xtf32": KIT_TOLERANCE_LIMIT,
+                             "tf32": 1e-2}
 
 
 def _real(value: Any) -> bool:
@@ -120,9 +150,35 @@ def wti_answer(value: Any, max_wti: float = DEFAULT_MAX_WTI) -> float:
     return float(value)
 
 
+def declared_math(solver_id: str, obj: Any) -> str:
+    """The solver's ``math`` attribute (its numerical class, one of
+    :data:`MATH_CLASSES`), or :data:`DEFAULT_MATH` when it declares none.
+
+    Raises
+    ------
+    PluginError
+        If it is not one of :data:`MATH_CLASSES` (e.g. ``"fp16"``, ``"TF32"`` or 32).
+    """
+    math_class = getattr(obj, "math", None)
+    if math_class is None:
+        return DEFAULT_MATH
+    if not isinstance(math_class, str) or math_class not in MATH_CLASSES:
+        raise PluginError(f"solver {solver_id!r} declares math = {math_class!r:.60}; it must "
+                          f"be one of {', '.join(repr(c) for c in MATH_CLASSES)}: the "
+                          "numerical class of its results ('fp32' for FP32 arithmetic)")
+    return math_class
+
+
+def math_allowed(math_class: str, allow_tf32: bool) -> bool:
+    """Whether the fallback may rank a solver of ``math_class``: the FP32-accurate classes
+    always, ``tf32`` only with ``allow_tf32``."""
+    return math_class in FP32_ACCURATE or (allow_tf32 and math_class == "tf32")
+
+
 def declared_tolerance(solver_id: str, obj: Any) -> float:
     """The solver's ``tolerance`` attribute (rms_range against the float64 reference), or
-    :data:`DEFAULT_TOLERANCE` when it declares none.
+    its class's default (:data:`CLASS_DEFAULT_TOLERANCE`: :data:`DEFAULT_TOLERANCE` for
+    FP32-accurate solvers) when it declares none.
 
     Raises
     ------
@@ -132,7 +188,7 @@ def declared_tolerance(solver_id: str, obj: Any) -> float:
     """
     tol = getattr(obj, "tolerance", None)
     if tol is None:
-        return DEFAULT_TOLERANCE
+        return CLASS_DEFAULT_TOLERANCE[declared_math(solver_id, obj)]
     if not _real(tol) or not math.isfinite(tol) or not 0 < tol < TOLERANCE_LIMIT:
         raise PluginError(f"solver {solver_id!r} declares tolerance = {tol!r:.60}; it must be "
                           f"a number between 0 and {TOLERANCE_LIMIT} (exclusive), the "

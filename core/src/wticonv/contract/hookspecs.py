@@ -24,8 +24,10 @@ allocations, no kernel launches. Only ``run`` touches the device.
 
 A solver also declares ``hook_api`` (the versions below it was written for), ``tolerance``
 (the rms_range its results meet against the float64 reference: a number in (0, 1),
-default 1e-5) and, if its algorithm saves multiplications, ``max_wti`` (a number in
-(0, 16], default 1.0); the registry refuses, at load time, values out of range
+default 1e-5), if its algorithm saves multiplications, ``max_wti`` (a number in
+(0, 16], default 1.0) and, if it computes on tensor cores, ``math`` (its numerical
+class: ``"fp32"`` by default, ``"3xtf32"`` or ``"tf32"``, which the fallback ranks only
+when the caller allows TF32); the registry refuses, at load time, values out of range
 (:mod:`wticonv.contract.answers`). The prefix of ``solver_id`` belongs to one distribution
 (:mod:`wticonv.contract.ownership`). Answers of the wrong kind (``None`` from ``is_applicable``,
 ``"yes"`` from ``is_dynamic``, a NaN WTI) are contract violations, reported as such.

@@ -40,7 +40,7 @@ import importlib_metadata
 import pluggy
 
 from wticonv.contract import hookspecs
-from wticonv.contract.answers import declared_max_wti, declared_tolerance
+from wticonv.contract.answers import declared_math, declared_max_wti, declared_tolerance
 from wticonv.contract.ownership import claim_verdicts, norm_dist, prefix_owner
 from wticonv.errors import PluginError, SolverNotFoundError
 
@@ -78,6 +78,9 @@ class SolverEntry:
     tolerance, max_wti : float
         Its declared ``tolerance`` (rms_range) and ``max_wti``, checked at registration
         (:mod:`wticonv.contract.answers`), or their defaults.
+    math : str
+        Its declared numerical class (``"fp32"``, ``"3xtf32"`` or ``"tf32"``,
+        :data:`wticonv.contract.answers.MATH_CLASSES`), ``"fp32"`` by default.
     """
 
     solver_id: str
@@ -88,6 +91,7 @@ class SolverEntry:
     tunable: bool = False
     tolerance: float = 1e-5
     max_wti: float = 1.0
+    math: str = "fp32"
 
 
 @dataclass(frozen=True)
@@ -284,6 +288,7 @@ class SolverRegistry:
             raise PluginError(f"solver id {sid!r} is already registered by "
                               f"{other.distribution or 'another solver'}")
         _check_hook_api(sid, obj)
+        math_class = declared_math(sid, obj)
         tolerance, max_wti = declared_tolerance(sid, obj), declared_max_wti(sid, obj)
         missing = [h for h in hookspecs.HOOK_NAMES
                    if not hasattr(obj, h) or self.pm.parse_hookimpl_opts(obj, h) is None]
@@ -305,7 +310,7 @@ class SolverRegistry:
                               f"the hooks are {', '.join(known)}")
         entry = SolverEntry(sid, distribution, version, entry_point, obj,
                             tunable="perf_configs" in implemented, tolerance=tolerance,
-                            max_wti=max_wti)
+                            max_wti=max_wti, math=math_class)
         self.solvers[sid] = entry
         self._callers.clear()
         return entry

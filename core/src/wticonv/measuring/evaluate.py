@@ -134,7 +134,8 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
             warnings.warn(f"wticonv: no solver could run {p.key} ({why}); it is left out of "
                           "the evaluation", stacklevel=2)
             continue
-        model = select(handle.registry, p, handle.device, workspace_limit, measured=False)
+        model = select(handle.registry, p, handle.device, workspace_limit, measured=False,
+                       allow_tf32=handle.allow_tf32)
         cands = model.candidates
         best = min(measured, key=measured.get)
         lowest = min(cands, key=lambda v: (v.workspace, v.rank)).solver_id if cands else None

@@ -42,6 +42,7 @@ from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
+           "tensor_cores",
            "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
            "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
@@ -82,6 +83,20 @@ def kernel_family(device) -> str:
     built around work-groups). Only where the kernels are chosen; WTIs follow
     :func:`modelled_kind`."""
     return "cpu" if device.kind == "cpu" else "gpu"
+
+
+def tensor_cores(device) -> bool:
+    """Whether ``device`` runs the tensor-core kernels (``kernels/nv/``: inline PTX
+    ``mma.sync`` with TF32 operands): NVIDIA's OpenCL driver on a GPU of compute
+    capability 8.0 (Ampere) or newer, read at run time through the driver's
+    ``cl_nv_device_attribute_query`` extension. False on every other device, and on one
+    that does not answer the query."""
+    if device.kind != "gpu" or "nvidia" not in device.info.platform.lower():
+        return False
+    try:
+        return int(device.cl_device.compute_capability_major_nv) >= 8
+    except Exception:  # noqa: BLE001 - no such attribute or extension: no tensor cores
+        return False
 
 
 #: Workspace cap of chunking solvers without a caller's limit: 1 GiB and an eighth of the

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from wticonv.contract.answers import (
     applicable_answer,
     dynamic_answer,
+    math_allowed,
     workspace_answer,
     wti_answer,
 )
@@ -90,7 +91,7 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
               workspace_limit: int | None, forced: bool,
               forced_config: str | None = None, quiet: bool = False) -> Verdict:
     entry = registry.solvers[sid]
-    v = Verdict(solver_id=sid, distribution=entry.distribution)
+    v = Verdict(solver_id=sid, distribution=entry.distribution, math=entry.math)
     if sid in registry.disabled and not forced:
         v.reason = "disabled (WTICONV_DISABLE_SOLVERS)"
         return v
@@ -213,7 +214,7 @@ def workspace_limit_arg(workspace_limit) -> int | None:
 def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
            workspace_limit: int | None = None, solver: str | None = None,
            measured: bool = True, calibrated: bool = True,
-           perf_config: str | None = None) -> Selection:
+           perf_config: str | None = None, allow_tf32: bool = False) -> Selection:
     """Rank every installed solver for ``problem`` on ``device`` and choose one.
 
     Parameters
@@ -233,6 +234,10 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         Force this perf config of the forced (tunable) ``solver``; ``"default"``
         (:data:`wticonv.selection.perfdb.DEFAULT_PERF_CONFIG`) forces the solver's own
         default even where the perf-db holds a record.
+    allow_tf32 : bool
+        Also rank solvers whose results are TF32-accurate only (``math = "tf32"``); by
+        default only the FP32-accurate classes (``fp32``, ``3xtf32``) are ranked or may be
+        forced (:data:`wticonv.contract.answers.MATH_CLASSES`).
 
     Raises
     ------
@@ -242,13 +247,16 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     SolverNotFoundError
         If ``solver`` names no installed solver.
     SolverNotApplicableError
-        If the forced solver declines, fails, or needs more workspace than allowed.
+        If the forced solver declines, fails, needs more workspace than allowed, or
+        computes in TF32 without ``allow_tf32``.
     NoApplicableSolverError
         If no solver is a candidate; the message lists every solver and its reason, and,
         when ``workspace_limit`` is what stops them, the least workspace that would let
         one run.
     """
     workspace_limit = _check_arguments(registry, workspace_limit, solver, perf_config)
+    if not isinstance(allow_tf32, bool):
+        raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True or False")
     too_big = _tensor_too_big(problem, device)
     if too_big:
         verdicts = [Verdict(sid, registry.solvers[sid].distribution, reason=too_big)
@@ -260,6 +268,9 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
                               perf_config if sid == solver else None,
                               quiet=solver is not None and sid != solver)
                     for sid in registry.ids()]
+    for v in verdicts:
+        if v.applicable and not v.reason and not math_allowed(v.math, allow_tf32):
+            v.reason = TF32_REFUSED
     if solver is not None:
         return _forced(problem, device, verdicts, solver, workspace_limit)
     if calibrated:
@@ -267,6 +278,11 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     if measured:
         apply_records(registry, device, problem, verdicts)
     return _ranked(registry, problem, device, verdicts, workspace_limit)
+
+
+#: Why a tf32 solver is not ranked by default.
+TF32_REFUSED = ("computes in TF32 (10-bit mantissa), not FP32-accurate: allow_tf32=True "
+                "(--math tf32) admits it")
 
 
 def _check_arguments(registry: SolverRegistry, workspace_limit, solver, perf_config):
@@ -291,6 +307,9 @@ def _forced(problem: ConvProblem, device: Device, verdicts: list[Verdict], solve
     """The selection of a forced solver (SolverNotApplicableError if it declined or needs
     more workspace than the device's largest buffer or the limit)."""
     v = next(v for v in verdicts if v.solver_id == solver)
+    if v.reason == TF32_REFUSED:
+        raise SolverNotApplicableError(f"solver {solver!r} cannot run problem {problem.key}: "
+                                       f"{v.reason}")
     if not v.applicable:
         raise SolverNotApplicableError(
             f"solver {solver!r} cannot run problem {problem.key}: {v.reason}",

@@ -50,6 +50,9 @@ class Verdict:
     rank : int or None
         1-based position among the candidates.
     chosen : bool
+    math : str
+        The solver's numerical class (``"fp32"``, ``"3xtf32"`` or ``"tf32"``,
+        :data:`wticonv.contract.answers.MATH_CLASSES`).
     declined : bool
         ``is_applicable`` declined the problem (``reason`` says why); False when it
         applies, or something else (a disabled solver, a failing hook) stops it.
@@ -71,6 +74,7 @@ class Verdict:
     note: str = ""
     rank: int | None = None
     chosen: bool = False
+    math: str = "fp32"
     #: ``is_applicable`` declined (not a dataclass field: JSON output leaves it out).
     declined = False
 

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from wticonv.contract.answers import DEFAULT_MAX_WTI, KIT_TOLERANCE_LIMIT
+from wticonv.contract.answers import CLASS_KIT_TOLERANCE_LIMIT, DEFAULT_MAX_WTI
 from wticonv.contract.hookspecs import HOOK_NAMES
 from wticonv.problem.conv import ConvProblem
 from wticonv.problem.reference import reference, rms_range
@@ -129,12 +129,16 @@ def check_reference(sut: SolverUnderTest) -> int:
     """Every corpus problem the solver accepts, in every direction, and ``examples``
     problems drawn by hypothesis (:func:`wticonv.testing.problems`, derandomized), match
     the float64 reference within the solver's tolerance (rms_range). A declared tolerance
-    looser than :data:`~wticonv.contract.answers.KIT_TOLERANCE_LIMIT` fails before anything runs.
+    looser than its math class accepts
+    (:data:`~wticonv.contract.answers.CLASS_KIT_TOLERANCE_LIMIT`: 1e-3 for ``fp32`` and
+    ``3xtf32``, 1e-2 for ``tf32``) fails before anything runs.
     Needs hypothesis (the ``testing`` extra: ``pip install "wticonv[testing]"``)."""
-    base = sut.base_tolerance
-    if base > KIT_TOLERANCE_LIMIT:
+    base, math_class = sut.base_tolerance, sut.entry.math
+    limit = CLASS_KIT_TOLERANCE_LIMIT[math_class]
+    if base > limit:
         raise CheckFailure(f"{sut.solver_id} declares tolerance {base:g}: tolerance {base:g} "
-                           f"is looser than the kit accepts ({KIT_TOLERANCE_LIMIT:g}), and "
+                           f"is looser than the kit accepts for math class {math_class!r} "
+                           f"({limit:g}), and "
                            "would let wrong results pass; fix the kernel's accuracy, or "
                            "declare this check an expected failure with the reason")
     try:
@@ -190,7 +194,7 @@ def check_runs_cleanly(sut: SolverUnderTest) -> int:
         with device_tensors(sut.handle.device, p, data, out_fill=np.nan) as t:
             results = []
             for _ in range(2):
-                sut.handle.run(p, t.tensors, solver=sut.solver_id)
+                sut.handle.run(p, t.tensors, solver=sut.solver_id, allow_tf32=True)
                 t.check_output_guards()
                 results.append(t.output())
             for k in t.inputs:
@@ -255,7 +259,7 @@ def check_guards(sut: SolverUnderTest) -> int:
     ``runs_cleanly``)."""
     dev = sut.handle.device
     for i, p in enumerate(sut.accepted()):
-        chosen = sut.handle.select(p, solver=sut.solver_id).chosen
+        chosen = sut.handle.select(p, solver=sut.solver_id, allow_tf32=True).chosen
         ws_bytes = chosen.workspace or 0
         ws_whole, ws_region, ws_guard = guarded(dev, ws_bytes)
         try:

@@ -49,6 +49,7 @@ class DirectSolver:
     solver_id = "example.direct"
     hook_api = (1, 2)              # the wticonv hook API versions it was written for
     tolerance = 1e-5               # rms_range against wticonv's float64 reference
+    math = "fp32"                  # numerical class: fp32, 3xtf32 or tf32 (tensor cores)
 
     @hookimpl
     def is_applicable(self, problem, device):
