@@ -167,7 +167,5 @@ def test_tensor_cores_are_detected_from_the_driver(handle):
     assert not tensor_cores(dev())                            # the query is not answered
     assert not tensor_cores(dev(platform="AMD Accelerated Parallel Processing", cc=9))
     assert not tensor_cores(dev(kind="cpu", cc=9))
-    assert handle.device.kind != "gpu" or "NVIDIA" in handle.device.info.platform \
-        or not tensor_cores(handle.device)
     if handle.device.kind == "cpu":
         assert not tensor_cores(handle.device)
