@@ -111,11 +111,11 @@ void sgemm_tc(const int M, const int N, const int K,
     /* thread tid loads float4s tid, tid + THREADS, ... of each tile (rows of 4 columns) */
     float4 ra[A_VEC], rb[B_VEC];
 #define LOAD_TILE(k0)                                                                    \
-    _Pragma("unroll") for (int v = 0; v < A_VEC; ++v) { \
+    _Pragma("unroll") for (int v = 0; v < A_VEC; ++v) {                                  \
         const int idx = tid + v * THREADS, row = idx / (TC_BK / 4), c4 = idx % (TC_BK / 4); \
         ra[v] = vload4(0, A + (size_t)(m0 + row) * K + (k0) + 4 * c4);                   \
     }                                                                                    \
-    _Pragma("unroll") for (int v = 0; v < B_VEC; ++v) { \
+    _Pragma("unroll") for (int v = 0; v < B_VEC; ++v) {                                  \
         const int idx = tid + v * THREADS, row = idx / (TC_BN / 4), c4 = idx % (TC_BN / 4); \
         rb[v] = vload4(0, B + (size_t)((k0) + row) * N + n0 + 4 * c4);                   \
     }
@@ -127,20 +127,18 @@ void sgemm_tc(const int M, const int N, const int K,
 #else
 #define STAGE(hi, lo, word, x) hi[word] = to_tf32(x);
 #endif
+/* the four elements of float4 f at words at .. at + 3 (consecutive columns of a row) */
+#define STAGE4(hi, lo, at, f)                                                            \
+    STAGE(hi, lo, (at), (f).x) STAGE(hi, lo, (at) + 1, (f).y)                            \
+    STAGE(hi, lo, (at) + 2, (f).z) STAGE(hi, lo, (at) + 3, (f).w)
 #define STORE_TILE()                                                                     \
-    _Pragma("unroll") for (int v = 0; v < A_VEC; ++v) { \
-        const int idx = tid + v * THREADS, row = idx / (TC_BK / 4), c = 4 * (idx % (TC_BK / 4)); \
-        STAGE(as_hi, as_lo, A_WORD(row, c), ra[v].x)                                     \
-        STAGE(as_hi, as_lo, A_WORD(row, c + 1), ra[v].y)                                 \
-        STAGE(as_hi, as_lo, A_WORD(row, c + 2), ra[v].z)                                 \
-        STAGE(as_hi, as_lo, A_WORD(row, c + 3), ra[v].w)                                 \
+    _Pragma("unroll") for (int v = 0; v < A_VEC; ++v) {                                  \
+        const int idx = tid + v * THREADS;                                               \
+        STAGE4(as_hi, as_lo, A_WORD(idx / (TC_BK / 4), 4 * (idx % (TC_BK / 4))), ra[v])  \
     }                                                                                    \
-    _Pragma("unroll") for (int v = 0; v < B_VEC; ++v) { \
-        const int idx = tid + v * THREADS, row = idx / (TC_BN / 4), c = 4 * (idx % (TC_BN / 4)); \
-        STAGE(bs_hi, bs_lo, B_WORD(row, c), rb[v].x)                                     \
-        STAGE(bs_hi, bs_lo, B_WORD(row, c + 1), rb[v].y)                                 \
-        STAGE(bs_hi, bs_lo, B_WORD(row, c + 2), rb[v].z)                                 \
-        STAGE(bs_hi, bs_lo, B_WORD(row, c + 3), rb[v].w)                                 \
+    _Pragma("unroll") for (int v = 0; v < B_VEC; ++v) {                                  \
+        const int idx = tid + v * THREADS;                                               \
+        STAGE4(bs_hi, bs_lo, B_WORD(idx / (TC_BN / 4), 4 * (idx % (TC_BN / 4))), rb[v])  \
     }
 
     LOAD_TILE(0)
