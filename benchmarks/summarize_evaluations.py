@@ -150,9 +150,12 @@ def main(argv=None) -> int:
                 if not g.is_file():
                     return error(f"--noise-floor: {g} does not exist (both folders must "
                                  "hold the same networks)")
-                with g.open(newline="", encoding="utf-8") as fh:
-                    theirs = list(csv.DictReader(fh))
-                check_rows(theirs)
+                try:
+                    with g.open(newline="", encoding="utf-8") as fh:
+                        theirs = list(csv.DictReader(fh))
+                    check_rows(theirs)
+                except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
+                    return error(f"--noise-floor: {g}: {e}")
                 other = fastest_of(theirs)
             per[net] = network_figures(rows, other)
         except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:

@@ -284,6 +284,11 @@ def test_summarize_evaluations_noise_floor_scores_another_runs_fastest(tmp_path,
     assert "eval-b.csv does not exist" in capsys.readouterr().err
     assert se.main([str(this), "--noise-floor", str(tmp_path / "none")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+    (this / "eval-b.csv").unlink()
+    (other / "eval-a.csv").write_text(head + "p1,fwd,s,1,abc,0,0,1\n")
+    assert se.main([str(this), "--noise-floor", str(other)]) == 2
+    err = capsys.readouterr().err          # the other run's file is named, not this one's
+    assert f"--noise-floor: {other / 'eval-a.csv'}: line 2: measured_ms 'abc'" in err
 
 
 def test_evaluate_after_calibrate_checks_its_arguments_before_calibrating(tmp_path):

@@ -204,6 +204,8 @@ class Handle:
             workspace_limit = workspace_limit_arg(workspace_limit)
         if allow_tf32 is None:
             allow_tf32 = self.allow_tf32
+        elif not isinstance(allow_tf32, bool):       # before the lookup: 1 == True
+            raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True, False or None")
         key = (problem, workspace_limit, solver, perf_config, allow_tf32)
         try:
             sel = self._selections.get(key)
@@ -271,6 +273,8 @@ class Handle:
             If the forced solver, or every candidate, failed to run.
         """
         problem = _problem(problem)
+        if allow_tf32 is not None and not isinstance(allow_tf32, bool):
+            raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True, False or None")
         tensors = as_tensors(tensors)
         check_buffers(problem, tensors)
         selection = self._selection_for(problem, selection, workspace_limit, solver,

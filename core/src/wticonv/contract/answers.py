@@ -67,10 +67,11 @@ DEFAULT_MATH = "fp32"
 #: The classes the fallback ranks by default (FP32-accurate); ``allow_tf32`` adds ``tf32``.
 FP32_ACCURATE = frozenset({"fp32", "3xtf32"})
 #: Default ``tolerance`` per class, for a solver that declares its class but no tolerance:
-#: tf32's is twice the TF32 unit roundoff (each product carries two roundings of 2^-11;
-#: a sum of such products of random sign stays under that relative to its range).
+#: tf32's is 8 x the TF32 unit roundoff (2^-11): each product carries two roundings, and
+#: on the kit's short sums of uniform(-1, 1) data, where terms cancel, a correct TF32
+#: kernel (inputs rounded to nearest, FP32 sums) measured rms_range up to 1.6e-3.
 CLASS_DEFAULT_TOLERANCE = {"fp32": DEFAULT_TOLERANCE, "3xtf32": DEFAULT_TOLERANCE,
-                           "tf32": 1e-3}
+                           "tf32": 4e-3}
 #: The loosest ``tolerance`` the kit's ``reference`` check accepts, per class: FP32's
 #: :data:`KIT_TOLERANCE_LIMIT` for the FP32-accurate classes, 10 x tf32's default for
 #: tf32.
