@@ -36,7 +36,7 @@ from wticonv.errors import ArgumentError, HostMemoryError, TensorError
 from wticonv.handle import Handle, get_handle
 from wticonv.problem.conv import ConvProblem, output_size
 from wticonv.problem.tensors import as_float32
-from wticonv.selection.ranking import workspace_limit_arg
+from wticonv.selection.ranking import allow_tf32_arg, workspace_limit_arg
 
 __all__ = ["conv2d", "conv2d_input", "conv2d_weight"]
 
@@ -195,8 +195,7 @@ def _run_or_empty(geo: _Geometry, handle, solver, workspace_limit, allow_tf32, o
     it is installed: no solver runs, so not whether it applies), the limit and
     ``allow_tf32`` as a run would, and return zeros of ``out_shape`` without running."""
     h, limit = _handle(handle), workspace_limit_arg(workspace_limit)
-    if allow_tf32 is not None and not isinstance(allow_tf32, bool):
-        raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True, False or None")
+    allow_tf32_arg(allow_tf32)
     if geo.empty:
         if solver is not None:
             h.registry.get(solver)

@@ -33,7 +33,13 @@ from wticonv.problem.tensors import (
     check_buffers,
 )
 from wticonv.runtime.device import Device, select_device
-from wticonv.selection.ranking import Selection, Verdict, select, workspace_limit_arg
+from wticonv.selection.ranking import (
+    Selection,
+    Verdict,
+    allow_tf32_arg,
+    select,
+    workspace_limit_arg,
+)
 
 __all__ = ["Handle", "RunResult", "get_handle"]
 
@@ -162,9 +168,7 @@ class Handle:
             raise ArgumentError(f"registry={registry!r:.60} is not a "
                                 "wticonv.contract.registry.SolverRegistry; omit it for every "
                                 "installed solver, or pass SolverRegistry(...)")
-        if not isinstance(allow_tf32, bool):
-            raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True or False")
-        self.allow_tf32 = allow_tf32
+        self.allow_tf32 = allow_tf32_arg(allow_tf32, none_ok=False)
         self.device = device if isinstance(device, Device) else select_device(device)
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
@@ -202,10 +206,8 @@ class Handle:
         if workspace_limit is not None and type(workspace_limit) is not int:
             # before the lookup: True and 1.0 equal a remembered limit of 1
             workspace_limit = workspace_limit_arg(workspace_limit)
-        if allow_tf32 is None:
+        if allow_tf32_arg(allow_tf32) is None:       # checked before the lookup: 1 == True
             allow_tf32 = self.allow_tf32
-        elif not isinstance(allow_tf32, bool):       # before the lookup: 1 == True
-            raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True, False or None")
         key = (problem, workspace_limit, solver, perf_config, allow_tf32)
         try:
             sel = self._selections.get(key)
@@ -273,8 +275,7 @@ class Handle:
             If the forced solver, or every candidate, failed to run.
         """
         problem = _problem(problem)
-        if allow_tf32 is not None and not isinstance(allow_tf32, bool):
-            raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True, False or None")
+        allow_tf32_arg(allow_tf32)
         tensors = as_tensors(tensors)
         check_buffers(problem, tensors)
         selection = self._selection_for(problem, selection, workspace_limit, solver,

@@ -198,6 +198,15 @@ def _least_workspace_hint(registry: SolverRegistry, problem: ConvProblem, device
             "least that, or pass None for no limit")
 
 
+def allow_tf32_arg(allow_tf32, none_ok: bool = True) -> bool | None:
+    """``allow_tf32`` checked to be True or False (or None, the caller's default, where
+    ``none_ok``); ArgumentError otherwise (1 and "yes" included)."""
+    if isinstance(allow_tf32, bool) or (none_ok and allow_tf32 is None):
+        return allow_tf32
+    raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True"
+                        + (", False or None" if none_ok else " or False"))
+
+
 def workspace_limit_arg(workspace_limit) -> int | None:
     """``workspace_limit`` as an int number of bytes (NumPy integers taken), or None.
 
@@ -255,8 +264,7 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         one run.
     """
     workspace_limit = _check_arguments(registry, workspace_limit, solver, perf_config)
-    if not isinstance(allow_tf32, bool):
-        raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True or False")
+    allow_tf32_arg(allow_tf32, none_ok=False)
     too_big = _tensor_too_big(problem, device)
     if too_big:
         verdicts = [Verdict(sid, registry.solvers[sid].distribution, reason=too_big)
