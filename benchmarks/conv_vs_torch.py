@@ -9,7 +9,8 @@ with TF32 off, wall clock on the CPU), also the best of the iterations: on share
 machines the other tenants only ever make a run slower, so the minimum is the fairest
 figure for both sides. Printed per layer: both times, the ratio
 (ours / PyTorch), our TFLOP/s and fraction of the device's measured peak; then geometric
-means of the ratio, over all layers and over the 1x1 layers.
+means of the ratio, over all layers and over the 1x1 layers. ``--math tf32`` admits our
+TF32 solvers and turns cuDNN's TF32 on (both sides in TF32 where they choose it).
 
     pip install torch==2.13.0          # benchmark-only dependency (CPU build here)
     python benchmarks/conv_vs_torch.py resnet50 -n 8 --directions fwd
@@ -42,6 +43,11 @@ def main(argv=None) -> int:
                     help="measure every layer this many times, spread over the run, on both "
                          "sides, and keep each side's best (a shared machine's slow spells "
                          "last seconds)")
+    ap.add_argument("--math", choices=("fp32", "tf32"), default="fp32",
+                    help="fp32 (default): FP32-accurate solvers only (fp32 and 3xtf32) "
+                         "against PyTorch with TF32 off; tf32: TF32 solvers too "
+                         "(allow_tf32), against cuDNN with TF32 on, PyTorch's default for "
+                         "convolutions")
     ap.add_argument("--json", default=None, help="also write every row to this file")
     args = ap.parse_args(argv)
     if args.n < 1 or args.iterations < 1:
@@ -51,13 +57,15 @@ def main(argv=None) -> int:
         dirs = parse_directions(args.directions)
     except (wticonv.WticonvError, ValueError) as e:
         ap.error(str(e))
-    handle = wticonv.Handle(args.device)
+    handle = wticonv.Handle(args.device, allow_tf32=args.math == "tf32")
     torch = load_torch(handle)
+    torch.backends.cudnn.allow_tf32 = args.math == "tf32"
     kind = "gpu" if handle.device.kind == "gpu" else "cpu"
     peak = handle.device.peak_flops
     rows = []
     print(f"{args.network} N={args.n} on {handle.device.info.name} "
-          f"(peak {peak / 1e12:.3f} TFLOP/s) vs PyTorch {torch.__version__} on {kind}")
+          f"(peak {peak / 1e12:.3f} TFLOP/s) vs PyTorch {torch.__version__} on {kind}, "
+          f"math {args.math}")
     jobs = [(layer, d) for layer in net.layers for d in dirs]
     ours = [None] * len(jobs)
     for rep in range(max(1, args.repeat)):  # wticonv first, all layers, then PyTorch
@@ -106,6 +114,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": handle.device.info.name, "peak_flops": peak,
+                       "math": args.math,
                        "torch": torch.__version__, "network": args.network, "n": args.n,
                        "rows": rows, "summary": summary, "geomean_all": allr}, f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1

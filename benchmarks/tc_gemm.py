@@ -1,15 +1,17 @@
 """Tensor-core SGEMM (kernels/nv/sgemm_tc.cl, 3xTF32 and TF32) against cuBLAS, same run.
 
     python benchmarks/tc_gemm.py [--sizes 4096x4096x4096,2048x4096x2048] [-i 20]
-        [--configs 128x128x64x32,...] [--json OUT.json]
+        [--classes 3xtf32,tf32] [--configs 128x128x64x32x16x16x3,...] [--json OUT.json]
 
 Issue #19's GEMM targets: 3xTF32 at least 1.5x cuBLAS FP32's speed with a max relative
 error against float64 no worse than cuBLAS FP32's; TF32 at least 0.8x cuBLAS TF32's.
-For each size (M x N x K, row-major float32, uniform(-1, 1) operands) and each tile
-configuration (TC_BM x TC_BN x TC_WM x TC_WN [x TC_BK]) it prints our 3xTF32 and TF32 times and
-TFLOP/s (best of the iterations, OpenCL profiling events), cuBLAS's FP32 (TF32 off) and
-TF32 times (best of the iterations, CUDA events), and every product's max relative error
-against a float64 product on 64 sampled rows (max |C - ref| / max |ref|).
+For each size (M x N x K, row-major float32, uniform(-1, 1) operands), each class and
+each tile configuration (BM x BN x WM x WN x BK x KF x STAGES, wticonv_gemm.tensorcore's
+TcConfig fields; default: that class's TC_CONFIGS) it prints our time and TFLOP/s (best
+of the iterations, OpenCL profiling events) through the plugin's own launch plan
+(wticonv_gemm.sgemm.gemm_launch), cuBLAS's FP32 (TF32 off) and TF32 times (best of the
+iterations, CUDA events), and every product's max relative error against a float64
+product on 64 sampled rows (max |C - ref| / max |ref|).
 
 Needs an NVIDIA GPU of compute capability 8.0 or newer through NVIDIA's OpenCL (inline
 PTX mma.sync), and PyTorch with CUDA for cuBLAS.
@@ -27,25 +29,37 @@ import pyopencl as cl
 import wticonv
 from peers import load_torch
 from wticonv.runtime.kit import tensor_cores
-
-KERNEL = (Path(__file__).resolve().parents[1]
-          / "plugins/gemm/src/wticonv_gemm/kernels/nv/sgemm_tc.cl")
-
-
-def build(dev, bm, bn, wm, wn, bk, split):
-    opts = (f"-DTC_BM={bm} -DTC_BN={bn} -DTC_WM={wm} -DTC_WN={wn} -DTC_BK={bk} "
-            f"-DTC_SPLIT={int(split)}")
-    prg = cl.Program(dev.context, KERNEL.read_text()).build(options=opts)
-    return prg.sgemm_tc, 32 * (bm // wm) * (bn // wn)
+from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, TcConfig, gemm_launch
+from wticonv_gemm.tensorcore import TC_CONFIGS
 
 
-def ours(dev, bufs, M, N, K, cfg, split, iterations):
-    bm, bn, wm, wn, bk = cfg if len(cfg) == 5 else (*cfg, 16)
-    if M % bm or N % bn or K % bk:
-        return None, None
-    kern, threads = build(dev, bm, bn, wm, wn, bk, split)
-    kern.set_args(np.int32(M), np.int32(N), np.int32(K), bufs["a"], bufs["b"], bufs["c"])
-    gsize, lsize = (threads * N // bn, M // bm), (threads, 1)
+def parse_config(text: str) -> TcConfig:
+    """'128x128x64x32x16x16x3' -> TcConfig(128, 128, 64, 32, 16, 16, 3) (efficiency 0:
+    not used when timing)."""
+    sizes = [int(v) for v in text.lower().split("x")]
+    if len(sizes) != 7:
+        raise SystemExit(f"tc_gemm: config {text!r} needs BMxBNxWMxWNxBKxKFxSTAGES")
+    return TcConfig(*sizes, efficiency=0.0)
+
+
+def label(cfg: TcConfig) -> str:
+    return "x".join(str(v) for v in (cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.bk, cfg.kf,
+                                     cfg.stages))
+
+
+def matmul_op(M: int, N: int, K: int) -> GemmOp:
+    """C (M x N) = A (M x K) . B (K x N), row-major, in buffers "a", "b", "c"."""
+    return GemmOp(M, N, K, a=Operand("a", ms=K, ks=1), b=Operand("b", ks=N, cols=ColMap()),
+                  c=Operand("c", ms=N, cols=ColMap()))
+
+
+def ours(dev, bufs, M, N, K, cfg, math, iterations):
+    """(best time in ms, C) of our kernel in class ``math`` with tile ``cfg``."""
+    launch = gemm_launch(matmul_op(M, N, K), "gpu", dev.info.compute_units, math=math,
+                         tc=cfg)
+    kern = launch.library.kernel(dev, launch.file, launch.kernel, launch.options)
+    kern.set_args(*[bufs[a] if isinstance(a, str) else a for a in launch.args])
+    gsize, lsize = launch.global_size, launch.local_size
     cl.enqueue_nd_range_kernel(dev.queue, kern, gsize, lsize).wait()
     times = []
     for _ in range(iterations):
@@ -83,11 +97,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4096x4096x4096,2048x4096x2048",
                     help="comma-separated MxNxK")
-    ap.add_argument("--configs", default="128x128x64x32,128x256x64x64,256x128x64x64,"
-                                         "128x128x64x64,128x128x64x32x32,128x256x64x64x32,"
-                                         "128x128x64x64x32,256x128x64x64x32",
-                    help="comma-separated tile configurations BMxBNxWMxWN[xBK] (BK "
-                         "default 16)")
+    ap.add_argument("--configs", help="comma-separated tile configurations "
+                    "BMxBNxWMxWNxBKxKFxSTAGES (default: each class's TC_CONFIGS)")
+    ap.add_argument("--classes", default="3xtf32,tf32", help="3xtf32, tf32 or both")
     ap.add_argument("-i", "--iterations", type=int, default=20)
     ap.add_argument("--json", metavar="OUT.json", help="write every figure here")
     args = ap.parse_args(argv)
@@ -97,7 +109,11 @@ def main(argv=None) -> int:
         sys.exit(f"tc_gemm: {dev.info.name} ({dev.info.platform}) has no tensor cores this "
                  "kernel reaches: it needs NVIDIA's OpenCL on compute capability 8.0+")
     torch = load_torch(handle)
-    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+    classes = args.classes.split(",")
+    for c in classes:
+        if c not in TC_CONFIGS:
+            raise SystemExit(f"tc_gemm: no class {c!r}; use {', '.join(TC_CONFIGS)}")
+    given = [parse_config(c) for c in args.configs.split(",")] if args.configs else None
     rng = np.random.default_rng(0)
     out = []
     for size in args.sizes.split(","):
@@ -118,23 +134,20 @@ def main(argv=None) -> int:
         bufs = {"a": cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=A),
                 "b": cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=B),
                 "c": cl.Buffer(dev.context, mf.READ_WRITE, 4 * M * N)}
-        for cfg in configs:
-            for split in (True, False):
+        for math in classes:
+            for cfg in given or TC_CONFIGS[math]:
+                name = label(cfg)
                 try:
-                    t, C = ours(dev, bufs, M, N, K, cfg, split, args.iterations)
-                except cl.Error as e:
-                    print(f"  {'x'.join(map(str, cfg))} {'3xtf32' if split else 'tf32'}: "
-                          f"failed: {str(e).splitlines()[0][:300]}", flush=True)
-                    continue
-                if t is None:
+                    t, C = ours(dev, bufs, M, N, K, cfg, math, args.iterations)
+                except Exception as e:  # noqa: BLE001 - a failed build or run: report, go on
+                    print(f"  {name} {math}: failed: {str(e).splitlines()[0][:300]}",
+                          flush=True)
                     continue
                 err = rel_error(C, A, B, rows)
-                base = t32 if split else ttf
-                name = "3xtf32" if split else "tf32"
-                print(f"  {'x'.join(map(str, cfg)):16} {name:6} {t:.3f} ms "
-                      f"{flops / t / 1e9:6.1f} TFLOP/s  {base / t:.2f}x cuBLAS "
-                      f"{'FP32' if split else 'TF32'}  err {err:.1e}", flush=True)
-                row["ours"].append({"config": cfg, "class": name, "ms": t, "err": err})
+                base, peer = (t32, "FP32") if math == "3xtf32" else (ttf, "TF32")
+                print(f"  {name:22} {math:6} {t:.3f} ms {flops / t / 1e9:6.1f} TFLOP/s  "
+                      f"{base / t:.2f}x cuBLAS {peer}  err {err:.1e}", flush=True)
+                row["ours"].append({"config": name, "class": math, "ms": t, "err": err})
         for b in bufs.values():
             b.release()
         out.append(row)

@@ -119,11 +119,13 @@ def kernel_files() -> dict[str, str]:
 
 
 def builtin_solvers(registry) -> list[str]:
-    """The registered solvers whose entry point is in one of :func:`builtin_plugins`."""
+    """The registered FP32 solvers whose entry point is in one of :func:`builtin_plugins`:
+    the tensor-core classes (``math`` 3xtf32 and tf32) need NVIDIA's OpenCL, and their
+    kernels (kernels/nv/) are checked on the GPU (tests/test_gpu.py)."""
     packages = builtin_plugins()
     return [sid for sid in registry.ids()
             if registry.get(sid).entry_point.partition("=")[2].strip().split(".")[0]
-            in packages]
+            in packages and registry.get(sid).math == "fp32"]
 
 
 def _normal(source: str) -> str:

@@ -28,6 +28,11 @@ from wticonv.testing.checks import SolverUnderTest, _device_tensors, random_data
 
 BUILT_INS = ["direct.depthwise", "direct.naive", "direct.tiled", "gemm.1x1", "gemm.im2col",
              "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3", "winograd.rxs"]
+#: ... and on devices with tensor cores (wticonv.runtime.kit.tensor_cores), the GEMM
+#: solvers' 3xTF32 and TF32 classes (each held to its own tolerance).
+TENSOR_CORE = [f"{base}_{math}" for base in ("gemm.1x1", "gemm.im2col", "winograd.f2x3",
+                                             "winograd.f4x3", "winograd.rxs")
+               for math in ("3xtf32", "tf32") if f"{base}_{math}" != "winograd.f4x3_tf32"]
 
 # Tile and vector sizes the shapes step just past (CPU builds; the GPU ones are larger):
 # gemm sgemm_nn 12 rows x 32 columns, sgemm_nt 4 x 4 with 16-wide reductions;
@@ -134,8 +139,11 @@ def _handle_as(handle, kind: str):
 def suts(handle):
     missing = [sid for sid in BUILT_INS if sid not in handle.registry.ids()]
     assert not missing, f"built-in solvers not installed: {missing}"
+    from wticonv.runtime.kit import tensor_cores
+
     handles = {kind: _handle_as(handle, kind) for kind in KINDS}
-    return {kind: {sid: SolverUnderTest(h, sid) for sid in BUILT_INS}
+    return {kind: {sid: SolverUnderTest(h, sid)
+                   for sid in BUILT_INS + (TENSOR_CORE if tensor_cores(h.device) else [])}
             for kind, h in handles.items()}
 
 
@@ -147,10 +155,10 @@ def _variants(sut: SolverUnderTest, p) -> list:
 
     h, sid = sut.handle, sut.solver_id
     out = [(None, None)]
-    ws = h.select(p, solver=sid).chosen.workspace or 0
+    ws = h.select(p, solver=sid, allow_tf32=True).chosen.workspace or 0
     if ws > 1:
         try:
-            h.select(p, solver=sid, workspace_limit=ws // 2)
+            h.select(p, solver=sid, workspace_limit=ws // 2, allow_tf32=True)
             out.append((ws // 2, None))
         except WticonvError:
             pass
@@ -172,7 +180,7 @@ def test_every_accepting_solver_matches_the_reference(suts, kind, name, directio
         for limit, config in _variants(sut, p):
             with _device_tensors(sut.handle.device, p, data) as t:
                 sut.handle.run(p, t.tensors, solver=sid, workspace_limit=limit,
-                               perf_config=config)
+                               perf_config=config, allow_tf32=True)
                 t.check_output_guards()
                 got = t.output()
             err, tol = float(rms_range(got, want)), sut.tolerance(p)

@@ -6,6 +6,11 @@ limit allows, else as many images as fit (at least one; below that the solver de
 Without a limit, the buffer stays under 1 GiB and an eighth of the device's memory (but
 holds at least one image).
 Launch planning is in plan.py, the kernels in kernels/, the WTI model in wti.py.
+
+Three solvers, one per numerical class (wticonv.contract.answers.MATH_CLASSES):
+``gemm.im2col`` (FP32, every device), and on GPUs with tensor cores
+(:func:`wticonv.runtime.kit.tensor_cores`) ``gemm.im2col_3xtf32`` (FP32-accurate) and
+``gemm.im2col_tf32`` (TF32, ranked only with ``allow_tf32``).
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from functools import lru_cache
 from wticonv import Decline, hookimpl
 from wticonv.runtime.kit import enqueue, kernel_family, workspace_room
 
-from . import plan, wti
+from . import plan, tcsolver, wti
 
-__all__ = ["Im2colSolver", "solver", "chunk_for"]
+__all__ = ["Im2colSolver", "solver", "solver_3xtf32", "solver_tf32", "chunk_for"]
 
 _INT32 = 2**31 - 1
 
@@ -39,22 +44,28 @@ def chunk_for(problem, device, workspace_limit: int | None) -> int:
                    _room(device, workspace_limit, problem))[0]
 
 
-@lru_cache(maxsize=512)
-def _plan(problem, kind: str, compute_units: int, workspace_bytes: int, vector_width: int):
-    return plan.plan_im2col(problem, kind, compute_units, workspace_bytes, vector_width)
+@lru_cache(maxsize=1024)
+def _plan(problem, kind: str, compute_units: int, workspace_bytes: int, vector_width: int,
+          math: str):
+    return plan.plan_im2col(problem, kind, compute_units, workspace_bytes, vector_width,
+                            math)
 
 
 class Im2colSolver:
-    """Convolution as GEMM over an explicit column buffer (im2col), chunked over the batch."""
+    """Convolution as GEMM over an explicit column buffer (im2col), chunked over the
+    batch, in numerical class ``math`` (``"fp32"``, ``"3xtf32"`` or ``"tf32"``; see
+    :mod:`wticonv_gemm.tcsolver`)."""
 
-    solver_id = "gemm.im2col"
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
-    #: rms_range against the float64 reference (fp32 sums of up to C*R*S or N*Ho*Wo terms).
-    tolerance = 1e-5
+
+    def __init__(self, math: str = "fp32") -> None:
+        tcsolver.declare(self, "gemm.im2col", math)
 
     @hookimpl
     def is_applicable(self, problem, device, workspace_limit):
+        if (no := tcsolver.decline(self.math, device)) is not None:
+            return no
         if max(problem.ho * problem.wo, problem.h * problem.w) > _INT32:
             return Decline("a picture of more than 2^31 pixels (plane indices are 32-bit)")
         if chunk_for(problem, device, workspace_limit) >= 1:
@@ -81,15 +92,17 @@ class Im2colSolver:
     def get_wti(self, problem, device, workspace_limit):
         ws = self.workspace_size(problem, device, workspace_limit)
         launches = _plan(problem, kernel_family(device), device.info.compute_units, ws,
-                         device.info.vector_width)
+                         device.info.vector_width, self.math)
         return wti.wti(problem, launches, device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, kernel_family(device), device.info.compute_units, workspace.size,
-                         device.info.vector_width)
+        launches = _plan(problem, kernel_family(device), device.info.compute_units,
+                         workspace.size, device.info.vector_width, self.math)
         enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
                                           "ws": workspace})
 
 
 solver = Im2colSolver()
+solver_3xtf32 = Im2colSolver("3xtf32")
+solver_tf32 = Im2colSolver("tf32")

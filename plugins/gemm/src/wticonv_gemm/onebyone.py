@@ -1,8 +1,13 @@
-"""The ``gemm.1x1`` solver: 1x1 convolutions as one GEMM on the tensors in place.
+"""The ``gemm.1x1`` solvers: 1x1 convolutions as one GEMM on the tensors in place.
 
 Applies to 1x1 filters with no padding and strides of 1 or 2 (any dilation: a 1x1
 filter has no taps to dilate), every direction and group count, with no workspace: the
 GEMM kernels read x and dy and write y, dx and dw through image-mapped columns (plan.py).
+
+Three solvers, one per numerical class (wticonv.contract.answers.MATH_CLASSES):
+``gemm.1x1`` (FP32, every device), and on GPUs with tensor cores
+(:func:`wticonv.runtime.kit.tensor_cores`) ``gemm.1x1_3xtf32`` (FP32-accurate) and
+``gemm.1x1_tf32`` (TF32, ranked only with ``allow_tf32``).
 """
 
 from __future__ import annotations
@@ -12,30 +17,33 @@ from functools import lru_cache
 from wticonv import Decline, hookimpl
 from wticonv.runtime.kit import enqueue, kernel_family
 
-from . import plan, wti
+from . import plan, tcsolver, wti
 
-__all__ = ["OneByOneSolver", "solver"]
+__all__ = ["OneByOneSolver", "solver", "solver_3xtf32", "solver_tf32"]
 
 _INT32 = 2**31 - 1
 
 
-@lru_cache(maxsize=512)
-def _plan(problem, kind: str, compute_units: int, vector_width: int):
-    return plan.plan_1x1(problem, kind, compute_units, vector_width)
+@lru_cache(maxsize=1024)
+def _plan(problem, kind: str, compute_units: int, vector_width: int, math: str):
+    return plan.plan_1x1(problem, kind, compute_units, vector_width, math)
 
 
 class OneByOneSolver:
-    """1x1 convolution as GEMM, no im2col, zero workspace."""
+    """1x1 convolution as GEMM, no im2col, zero workspace, in numerical class ``math``
+    (``"fp32"``, ``"3xtf32"`` or ``"tf32"``; see :mod:`wticonv_gemm.tcsolver`)."""
 
-    solver_id = "gemm.1x1"
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
-    #: rms_range against the float64 reference (fp32 sums of up to C or N*Ho*Wo terms).
-    tolerance = 1e-5
+
+    def __init__(self, math: str = "fp32") -> None:
+        tcsolver.declare(self, "gemm.1x1", math)
 
     @hookimpl
     def is_applicable(self, problem, device):
         p = problem
+        if (no := tcsolver.decline(self.math, device)) is not None:
+            return no
         if p.r != 1 or p.s != 1:
             return Decline(f"only 1x1 filters (this one is {p.r}x{p.s})")
         if p.pad_h or p.pad_w:
@@ -57,13 +65,15 @@ class OneByOneSolver:
     @hookimpl
     def get_wti(self, problem, device):
         return wti.wti(problem, _plan(problem, kernel_family(device), device.info.compute_units,
-                                      device.info.vector_width), device)
+                                      device.info.vector_width, self.math), device)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
         launches = _plan(problem, kernel_family(device), device.info.compute_units,
-                         device.info.vector_width)
+                         device.info.vector_width, self.math)
         enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = OneByOneSolver()
+solver_3xtf32 = OneByOneSolver("3xtf32")
+solver_tf32 = OneByOneSolver("tf32")

@@ -139,13 +139,15 @@ def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
 
 
 def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,
-                vector_width: int = 16) -> list[Launch]:
+                vector_width: int = 16, math: str = "fp32") -> list[Launch]:
     """The launches of gemm.im2col for problem ``p`` given ``workspace_bytes`` (chunks and
     split-K as :func:`im2col_layout` decides); ``vector_width`` is a CPU's preferred float
-    vector width.
+    vector width, ``math`` the GEMMs' numerical class (:func:`gemm_launch`).
 
     Raises ValueError if not even one image's column buffer fits.
     """
+    gemm = partial(gemm_launch, kind=kind, compute_units=compute_units,
+                   vector_width=vector_width, math=math)
     nc_max, splits, _ = im2col_layout(p, kind, compute_units, workspace_bytes)
     if nc_max < 1:
         raise ValueError(f"gemm.im2col needs at least {col_bytes_per_image(p)} bytes of "
@@ -163,12 +165,12 @@ def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,
             op = GemmOp(kg, J, crs, a=Operand("w", gs=kg * crs, ms=crs, ks=1),
                         b=col, c=Operand("y", off=n0 * p.k * P, gs=kg * P, ms=P, cols=y_cols),
                         groups=g)
-            out.append(gemm_launch(op, kind, compute_units, vector_width=vector_width))
+            out.append(gemm(op))
         elif p.direction == "bwd":
             op = GemmOp(crs, J, kg, a=Operand("w", gs=kg * crs, ms=1, ks=crs),
                         b=Operand("y", off=n0 * p.k * P, gs=kg * P, ks=P, cols=y_cols),
                         c=col, groups=g)
-            out.append(gemm_launch(op, kind, compute_units, vector_width=vector_width))
+            out.append(gemm(op))
             out.append(_col2im(p, kind, n0, nc))
         else:
             out.append(_im2col(p, kind, n0, nc))
@@ -181,19 +183,23 @@ def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,
                 dw = p.k * crs
                 c = Operand("ws", off=part_off, gs=kg * crs, ms=crs, cols=ColMap())
                 op = GemmOp(kg, crs, P, a=a, b=b, c=c, groups=g, nb=nc, splits=s, c_ss=dw)
-                out.append(gemm_launch(op, kind, compute_units, vector_width=vector_width))
+                out.append(gemm(op))
                 out.append(splitk_reduce_launch("ws", part_off, "w", dw, s, int(n0 > 0)))
             else:
                 op = GemmOp(kg, crs, P, a=a, b=b,
                             c=Operand("w", gs=kg * crs, ms=crs, cols=ColMap()),
                             groups=g, nb=nc, beta=int(n0 > 0))
-                out.append(gemm_launch(op, kind, compute_units, vector_width=vector_width))
+                out.append(gemm(op))
     return out
 
 
-def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16) -> list[Launch]:
+def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16,
+             math: str = "fp32") -> list[Launch]:
     """The launches of gemm.1x1 for problem ``p`` (1x1 filter, no padding, stride 1 or 2);
-    ``vector_width`` is a CPU's preferred float vector width."""
+    ``vector_width`` is a CPU's preferred float vector width, ``math`` the GEMMs'
+    numerical class (:func:`gemm_launch`)."""
+    gemm = partial(gemm_launch, kind=kind, compute_units=compute_units,
+                   vector_width=vector_width, math=math)
     g, cg, kg = p.groups, p.c // p.groups, p.k // p.groups
     P, hw = p.ho * p.wo, p.h * p.w
     pix = ColMap(P=P, Wo=p.wo, ns=p.c * hw, hs=p.stride_h * p.w, ws=p.stride_w)  # x / dx
@@ -203,7 +209,7 @@ def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16) -> list[L
         op = GemmOp(kg, N, cg, a=Operand("w", gs=kg * cg, ms=cg, ks=1),
                     b=Operand("x", gs=cg * hw, ks=hw, cols=pix),
                     c=Operand("y", gs=kg * P, ms=P, cols=y_cols), groups=g)
-        return [gemm_launch(op, kind, compute_units, vector_width=vector_width)]
+        return [gemm(op)]
     if p.direction == "bwd":
         out = []
         if p.stride_h > 1 or p.stride_w > 1:
@@ -215,14 +221,14 @@ def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16) -> list[L
         op = GemmOp(cg, N, kg, a=Operand("w", gs=kg * cg, ms=1, ks=cg),
                     b=Operand("y", gs=kg * P, ks=P, cols=y_cols),
                     c=Operand("x", gs=cg * hw, ms=hw, cols=pix), groups=g)
-        out.append(gemm_launch(op, kind, compute_units, vector_width=vector_width))
+        out.append(gemm(op))
         return out
     if p.stride_h == 1 and p.stride_w == 1:
         # wrw, stride 1: dw[k][c] = sum_n sum_p dy[n][k][p] * x[n][c][p]  (k of the GEMM = p)
         op = GemmOp(kg, cg, P, a=Operand("y", gs=kg * P, bs=p.k * P, ms=P, ks=1),
                     b=Operand("x", gs=cg * hw, bs=p.c * hw, ks=1, cols=ColMap.strided(hw)),
                     c=Operand("w", gs=kg * cg, ms=cg, cols=ColMap()), groups=g, nb=p.n)
-        return [gemm_launch(op, kind, compute_units, vector_width=vector_width)]
+        return [gemm(op)]
     # wrw, strided: a two-level reduction over images n and output rows ho of
     #   sum_wo dy[n][k][ho][wo] * x[n][c][ho*u][wo*v]   (k of the GEMM = wo)
     op = GemmOp(kg, cg, p.wo,
@@ -231,4 +237,4 @@ def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16) -> list[L
                           cols=ColMap.strided(hw)),
                 c=Operand("w", gs=kg * cg, ms=cg, cols=ColMap()),
                 groups=g, nb=p.n * p.ho, nb2=p.ho)
-    return [gemm_launch(op, kind, compute_units, vector_width=vector_width)]
+    return [gemm(op)]

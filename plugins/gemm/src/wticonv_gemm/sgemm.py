@@ -7,8 +7,9 @@ its batched multiply with it), and it changes only with a new major version:
 - planning: :class:`GemmOp` (one strided, batched, grouped ``C = A * B (+ C)``) with its
   :class:`Operand` and :class:`ColMap` addressing; :func:`gemm_launch` (the
   :class:`wticonv.runtime.kit.Launch` of an op on a CPU or a GPU, with its modelled
-  efficiency); the GPU split-K helpers :func:`gpu_splits`, :func:`most_gpu_splits` and
-  :func:`splitk_reduce_launch`;
+  efficiency; ``math="3xtf32"`` or ``"tf32"`` puts it on the tensor cores of NVIDIA GPUs
+  that have them, and ``tc`` picks one of :class:`TcConfig`'s tiles); the GPU split-K
+  helpers :func:`gpu_splits`, :func:`most_gpu_splits` and :func:`splitk_reduce_launch`;
 - the cost model: :func:`predict_seconds` and :func:`wti` (predicted time and WTI of a
   list of launches, from their cost fields and the device's measured figures; see
   docs/wti-models.md);
@@ -30,17 +31,18 @@ allocating anything. Launches are :class:`wticonv.runtime.kit.Launch` descriptio
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 from wticonv.runtime.kit import KernelLibrary, Launch
 
-from . import params
+from . import params, tensorcore
+from .tensorcore import TcConfig
 from .wti import predict_seconds, wti
 
-__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "gemm_launch", "splitk_reduce_launch",
-           "gpu_splits", "most_gpu_splits", "predict_seconds", "wti"]
+__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "TcConfig", "gemm_launch",
+           "splitk_reduce_launch", "gpu_splits", "most_gpu_splits", "predict_seconds", "wti"]
 
 #: The plugin's kernel files (kernels/*.cl) and their kernels built per device.
 KERNELS = KernelLibrary("wticonv_gemm")
@@ -175,17 +177,17 @@ def _traffic(op: GemmOp) -> int:
 VEC_MIN_PICTURE = 256
 
 
-def _vec_aligned(op: GemmOp) -> bool:
-    """The GPU kernel's float4 loads apply: A contiguous along k; B's columns contiguous in
+def _vec_aligned(op: GemmOp, min_picture: int = VEC_MIN_PICTURE) -> bool:
+    """The GPU kernels' float4 loads apply: A contiguous along k; B's columns contiguous in
     runs of 4 (a dense matrix, or whole pictures of P pixels, P a multiple of 4 and at
-    least :data:`VEC_MIN_PICTURE`, as x in a stride-1 1x1 convolution); every stride and
-    offset a multiple of 4 elements (16 bytes).
+    least ``min_picture``, as x in a stride-1 1x1 convolution); every stride and offset a
+    multiple of 4 elements (16 bytes).
     """
     a, b = op.a, op.b
     cols = b.cols
     dense = cols.ws == 1 and cols.ns == 0 and cols.hs == 0 and cols.P >= op.N
     pictures = (cols.ws == 1 and cols.hs == cols.Wo and cols.P % 4 == 0
-                and cols.P >= VEC_MIN_PICTURE)
+                and cols.P >= min_picture)
     strides = (a.ms, a.off, a.gs, a.bs, a.bs2, b.ks, b.off, b.gs, b.bs, b.bs2, cols.ns)
     return (a.ks == 1 and b.ks != 1 and (dense or pictures)
             and all(v % 4 == 0 for v in strides))
@@ -221,9 +223,17 @@ def _sizes(op: GemmOp) -> tuple:
 
 
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
-                vector_width: int = 16, vec: bool | None = None) -> Launch:
+                vector_width: int = 16, vec: bool | None = None,
+                math: str = "fp32", tc: TcConfig | None = None) -> Launch:
     """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``); its arguments
     are built when first read.
+
+    ``math``: ``"fp32"`` (the CUDA-core or CPU kernel), or ``"3xtf32"`` or ``"tf32"``
+    for the tensor-core kernel (kernels/nv/sgemm_tc.cl; GPUs for which
+    :func:`wticonv.runtime.kit.tensor_cores` holds: the caller checks), with 16-byte loads
+    wherever they apply (``vec`` is not read), in tile configuration ``tc`` (default: the
+    best predicted of :data:`wticonv_gemm.tensorcore.TC_CONFIGS`). Raises ValueError for
+    another class, or a tensor-core class on a CPU.
 
     ``b_len`` (elements of B's buffer) bounds the CPU kernel's vector loads;
     ``vector_width`` is a CPU's preferred float vector width (see params.cpu_configs).
@@ -234,6 +244,11 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     _check_int32(op)
     if op.splits > 1 and kind == "cpu":
         raise ValueError("split-K is a GPU plan; CPU kernels reduce in one work-item")
+    if math != "fp32":
+        if math not in tensorcore.TC_CONFIGS or kind != "gpu":
+            raise ValueError(f"no {math!r} GEMM on a {kind}: tensor-core classes "
+                             f"({', '.join(tensorcore.TC_CONFIGS)}) run on GPUs only")
+        return _tc_launch(op, math, compute_units, tc)
     a, b = op.a, op.b
     if kind == "cpu":
         nn_cfg, nt_cfg = params.cpu_configs(vector_width)
@@ -244,7 +259,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
                           lambda: _cpu_nt_args(op),
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
                                                              compute_units, cfg),
-                          _traffic(op), math.prod(grid) * params.CPU_NT_ITEM_S / compute_units)
+                          _traffic(op), prod(grid) * params.CPU_NT_ITEM_S / compute_units)
         cfg = nn_cfg
         grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
@@ -253,7 +268,7 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
                                                          compute_units, contiguous, cfg,
                                                          scattered=op.c.cols.ws > 1),
-                      _traffic(op), math.prod(grid) * params.CPU_NN_ITEM_S / compute_units)
+                      _traffic(op), prod(grid) * params.CPU_NN_ITEM_S / compute_units)
     cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
     nbs = -(-op.nb // op.splits)
     grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
@@ -275,6 +290,39 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     options = cfg.options(a_kfast=a.ks == 1, b_kfast=b.ks == 1, vec=vec)
     return KERNELS.launch("sgemm_gpu.cl", "sgemm", options, grid, (cfg.ndimc, cfg.mdimc, 1),
                   lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
+
+
+def _c_pairs(op: GemmOp) -> bool:
+    """C's columns come in contiguous, 8-byte-aligned pairs (2n, 2n + 1): unit column
+    stride, pairs that never cross a picture row (a dense matrix; rows of an even number
+    of pixels, or whole pictures of an even number, as y in NCHW) and even offsets."""
+    c = op.c
+    cols = c.cols
+    if cols.ws != 1:
+        return False
+    dense = cols.ns == 0 and cols.hs == 0 and cols.P >= op.N
+    rows = cols.Wo % 2 == 0 and cols.P % 2 == 0
+    pictures = cols.Wo == cols.P and cols.P % 2 == 0
+    return ((dense or rows or pictures)
+            and all(v % 2 == 0 for v in (c.off, c.gs, c.ms, cols.ns, cols.hs, op.c_ss)))
+
+
+def _tc_launch(op: GemmOp, math: str, compute_units: int, cfg: TcConfig | None) -> Launch:
+    """The tensor-core kernel's launch of ``op`` (see :func:`gemm_launch`)."""
+    a, b = op.a, op.b
+    vec = _vec_aligned(op, min_picture=4)
+    a_kfast, b_kfast = a.ks == 1, b.ks == 1
+    if cfg is None:
+        cfg = tensorcore.tc_config(math, op.M, op.N, op.K * op.nb, op.groups * op.splits,
+                                   compute_units, vec)
+    vec = vec and tensorcore.tc_vec_ok(cfg)
+    nbs = -(-op.nb // op.splits)
+    eff = tensorcore.tc_efficiency(cfg, op.M, op.N, op.K * nbs, op.groups * op.splits,
+                                   compute_units, vec, b_kfast, k_term=op.K)
+    grid = (-(-op.N // cfg.bn) * cfg.threads, -(-op.M // cfg.bm), op.groups * op.splits)
+    options = cfg.options(math == "3xtf32", vec, a_kfast, b_kfast, _c_pairs(op))
+    return KERNELS.launch("nv/sgemm_tc.cl", "sgemm_tc", options, grid, (cfg.threads, 1, 1),
+                          lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
 
 
 def gpu_splits(M: int, N: int, K: int, nb: int, groups: int, compute_units: int) -> int:

@@ -22,7 +22,13 @@ from functools import lru_cache
 
 import pyopencl as cl
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, modelled_kind, workspace_room
+from wticonv.runtime.kit import (
+    enqueue,
+    kernel_family,
+    modelled_kind,
+    tensor_cores,
+    workspace_room,
+)
 from wticonv_gemm import sgemm
 
 from . import plan
@@ -37,9 +43,17 @@ def _layout(problem, variant, kind: str, cu: int, room: int):
     return plan.workspace_layout(problem, variant, kind, cu, room)
 
 
-@lru_cache(maxsize=512)
-def _plan(problem, variant, kind: str, cu: int, layout, vector_width: int):
-    return plan.plan(problem, variant, kind, cu, layout, vector_width)
+@lru_cache(maxsize=1024)
+def _plan(problem, variant, kind: str, cu: int, layout, vector_width: int, math: str):
+    return plan.plan(problem, variant, kind, cu, layout, vector_width, math)
+
+
+#: Speed of the tensor cores' classes over the FP32 units, for ``max_wti``: the dense TF32
+#: rate over the FP32 rate, 494.7 / 66.9 = 7.4 on the H100 SXM, whose arithmetic the H200
+#: shares (NVIDIA H100 Tensor Core GPU datasheet, 2023); a third of it for 3xTF32 (three
+#: products per multiply-add). Declared WTIs stay within the core's limit of 16.
+TC_SPEEDUP = {"fp32": 1.0, "3xtf32": 7.4 / 3, "tf32": 7.4}
+_MAX_WTI_LIMIT = 16.0
 
 
 def _pieces_buffer(device, problem, variant) -> cl.Buffer:
@@ -56,13 +70,36 @@ def _pieces_buffer(device, problem, variant) -> cl.Buffer:
 
 
 class WinogradBase:
-    """Hooks common to the Winograd solvers; subclasses define :meth:`covers`."""
+    """Hooks common to the Winograd solvers; subclasses define :meth:`covers`, and their
+    FP32 ``solver_id``, ``tolerance`` and ``max_wti``.
+
+    ``math`` picks the batched multiply's numerical class: ``"fp32"`` (every device), or
+    on GPUs with tensor cores (:func:`wticonv.runtime.kit.tensor_cores`) ``"3xtf32"``
+    (FP32-accurate: the FP32 solver's tolerance) and ``"tf32"`` (``tf32_tolerance``, ranked
+    only with ``allow_tf32``); their ids append the class (``winograd.f4x3_3xtf32``).
+    """
 
     solver_id = ""
+    math = "fp32"
+    tolerance = None
+    max_wti = 1.0
+    #: rms_range of the TF32 class (None: the class default, 4e-3).
+    tf32_tolerance = None
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: The last :meth:`_layout` answer: ``(problem, device.info, kind, limit, answer)``.
     _last = None
+
+    def __init__(self, math: str = "fp32") -> None:
+        if math not in TC_SPEEDUP:
+            raise ValueError(f"no Winograd solver class {math!r}: use one of "
+                             f"{', '.join(TC_SPEEDUP)}")
+        if math != "fp32":
+            self.solver_id = f"{type(self).solver_id}_{math}"
+            self.math = math
+            self.max_wti = min(_MAX_WTI_LIMIT, type(self).max_wti * TC_SPEEDUP[math])
+            if math == "tf32":
+                self.tolerance = self.tf32_tolerance
 
     def covers(self, problem):
         """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
@@ -94,6 +131,9 @@ class WinogradBase:
 
     @hookimpl
     def is_applicable(self, problem, device, workspace_limit):
+        if self.math != "fp32" and not tensor_cores(device):
+            return Decline(f"{self.math} runs on tensor cores: NVIDIA's OpenCL on a GPU of "
+                           f"compute capability 8.0 or newer ({device.info.name} is not one)")
         v, layout = self._layout(problem, device, workspace_limit)
         if isinstance(v, Decline):
             return v
@@ -120,7 +160,7 @@ class WinogradBase:
             return WTI_UNKNOWN
         v, layout = self._layout(problem, device, workspace_limit)
         launches = _plan(problem, v, kernel_family(device), device.info.compute_units, layout,
-                         device.info.vector_width)
+                         device.info.vector_width, self.math)
         return sgemm.wti(problem, launches, device)
 
     @hookimpl
@@ -129,6 +169,6 @@ class WinogradBase:
         layout = _layout(problem, v, kernel_family(device), device.info.compute_units,
                          workspace.size)
         launches = _plan(problem, v, kernel_family(device), device.info.compute_units, layout,
-                         device.info.vector_width)
+                         device.info.vector_width, self.math)
         enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
                                    "ws": workspace, "pc": _pieces_buffer(device, problem, v)})

@@ -15,7 +15,7 @@ from wticonv import Decline
 from .base import WinogradBase
 from .plan import Variant
 
-__all__ = ["F2x3Solver", "solver", "covers_3x3"]
+__all__ = ["F2x3Solver", "solver", "solver_3xtf32", "solver_tf32", "covers_3x3"]
 
 
 @lru_cache(maxsize=64)
@@ -53,3 +53,5 @@ class F2x3Solver(WinogradBase):
 
 
 solver = F2x3Solver()
+solver_3xtf32 = F2x3Solver("3xtf32")
+solver_tf32 = F2x3Solver("tf32")

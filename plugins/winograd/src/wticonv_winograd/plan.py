@@ -257,9 +257,10 @@ def _images_per_term(kind: str, nc: int, tiles: int) -> int:
     return nc
 
 
-def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 16
-         ) -> list[Launch]:
-    """The launches of problem ``p`` with variant ``v`` in the workspace ``layout``.
+def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 16,
+         math: str = "fp32") -> list[Launch]:
+    """The launches of problem ``p`` with variant ``v`` in the workspace ``layout``; the
+    batched multiply in numerical class ``math`` (:func:`wticonv_gemm.sgemm.gemm_launch`).
 
     Buffers: ``"x"``, ``"w"``, ``"y"``, ``"ws"`` and ``"pc"`` (the pieces table, 6 int32
     per piece: see :func:`pieces_table`).
@@ -318,14 +319,16 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                 c = sgemm.Operand("ws", off=layout.part_off, gs=O * PI, ms=PI, cols=sgemm.ColMap())
                 op = sgemm.GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q, splits=s,
                             c_ss=du)
-                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
+                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width,
+                                                  math=math))
                 out.append(sgemm.splitk_reduce_launch("ws", layout.part_off, "ws", du, s,
                                                 int(n0 > 0), c_off=layout.du_off))
             else:
                 c = sgemm.Operand("ws", off=layout.du_off, gs=O * PI, ms=PI, cols=sgemm.ColMap())
                 op = sgemm.GemmOp(O, PI, kt, a=a, b=b, c=c, groups=A * G, nb=nc // q,
                             beta=int(n0 > 0))
-                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
+                out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width,
+                                                  math=math))
         else:
             op = sgemm.GemmOp(O, T, PI,
                         a=sgemm.Operand("ws", off=layout.u_off, gs=O * PI, ms=PI, ks=1),
@@ -334,7 +337,8 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                         c=sgemm.Operand("ws", off=layout.m_off, gs=O * T, ms=T,
                                         cols=sgemm.ColMap()),
                         groups=A * G)
-            out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width))
+            out.append(sgemm.gemm_launch(op, kind, cu, vector_width=vector_width,
+                                                  math=math))
             out.append(KERNELS.launch(_SRC, "output_transform", opts,
                               (_round(T, local), O, G), (local, 1, 1),
                               lambda n0=n0, nc=nc: (

@@ -21,7 +21,7 @@ from wticonv import Decline
 from .base import WinogradBase
 from .plan import Variant
 
-__all__ = ["RxSSolver", "solver"]
+__all__ = ["RxSSolver", "solver", "solver_3xtf32", "solver_tf32"]
 
 MAX_TAPS = 15
 
@@ -56,3 +56,5 @@ class RxSSolver(WinogradBase):
 
 
 solver = RxSSolver()
+solver_3xtf32 = RxSSolver("3xtf32")
+solver_tf32 = RxSSolver("tf32")

@@ -48,13 +48,7 @@ __constant int LANES[16] = WTICONV_LANE_INDEX;
 #define B_TWOSEG 1
 #define B_GATHER 2
 
-inline long gemm_col(const int n, const int P, const int Wo, const long ns, const long hs,
-                     const long ws)
-{
-    const int q = n / P, p = n - q * P;
-    const int ho = p / Wo, wo = p - ho * Wo;
-    return q * ns + ho * hs + wo * ws;
-}
+#include "gemm_cols.h"
 
 /* How to load the VW columns n0 .. n0+VW-1 (clamped to N-1) of B: offsets of each lane
  * are in off[]; returns B_CONTIG (off[i] = off[0] + i), B_TWOSEG (two contiguous runs, the

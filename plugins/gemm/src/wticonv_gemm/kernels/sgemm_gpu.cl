@@ -66,13 +66,7 @@
 #define APAD (GEMM_MWG + 4)
 #define BPAD (GEMM_NWG + 4)
 
-inline long gemm_col(const int n, const int P, const int Wo, const long ns, const long hs,
-                     const long ws)
-{
-    const int q = n / P, p = n - q * P;
-    const int ho = p / Wo, wo = p - ho * Wo;
-    return q * ns + ho * hs + wo * ws;
-}
+#include "gemm_cols.h"
 
 __kernel __attribute__((reqd_work_group_size(GEMM_NDIMC, GEMM_MDIMC, 1)))
 void sgemm(const int M, const int N, const int K, const int NB, const int NB2,

@@ -1,10 +1,20 @@
 /* Tensor-core SGEMM for NVIDIA GPUs of compute capability 8.0 or newer, through inline
- * PTX (mma.sync.m16n8k8 with TF32 operands and FP32 accumulators). Only NVIDIA's OpenCL
- * builds it, hence its folder: kernels/nv/ holds the kernels that need that driver; the
- * CPU kernel-file checks (Oclgrind: every kernels/*.cl builds and runs) leave the folder
+ * PTX: mma.sync.m16n8k8 with TF32 operands and FP32 accumulators, and cp.async copies
+ * from global to local memory. Only NVIDIA's OpenCL builds it, hence its folder:
+ * kernels/nv/ holds the kernels that need that driver; the CPU kernel-file checks
+ * (Oclgrind: every .cl file directly in kernels/ builds and runs) leave the folder
  * out, and tests/test_gpu.py builds and checks these on the GPU.
  *
- *     C (M x N) = A (M x K) . B (K x N),   all row-major float32
+ * It computes what sgemm (sgemm_gpu.cl) computes, with the same arguments:
+ *
+ *   C[g](m, n) = sum_b sum_k A[g](b, m, k) * B[g](b, k, n)   (+ C[g](m, n) when beta = 1)
+ *
+ *   A(b, m, k) = A + a_off + g*a_gs + bofs(b, a_bs, a_bs2) + m*a_ms + k*a_ks
+ *   B(b, k, n) = B + b_off + g*b_gs + bofs(b, b_bs, b_bs2) + k*b_ks + gemm_col(n)
+ *   C(m, n)    = C + c_off + g*c_gs + m*c_ms + gemm_col(n)     (gemm_cols.h)
+ *
+ * bofs(b, s1, s2) = (b / NB2)*s1 + (b % NB2)*s2; grid dimension 2 runs G groups x S
+ * split-K layers, layer s summing batch terms [s*NBS, (s+1)*NBS) into C + s*c_ss.
  *
  * Two numerical classes (TC_SPLIT):
  *   0  tf32:   each operand rounded to TF32 (cvt.rna: 10-bit mantissa), one product;
@@ -12,31 +22,39 @@
  *              remainder, x = hi + lo; three products summed, lo.hi + hi.lo + hi.hi
  *              (the small terms first), which is FP32-accurate: the dropped lo.lo term
  *              is about 2^-22 of a product.
- * The split is done once per element when a tile is staged in local memory, not per
- * product. The tensor cores add their products with truncation, not rounding (Ootomo and
+ * Local memory holds FP32 tiles; the split is done in registers as each warp loads its
+ * fragments. The tensor cores add their products with truncation, not rounding (Ootomo and
  * Yokota, "Recovering single precision accuracy from Tensor Cores while surpassing the
  * FP32 theoretical peak performance", IJHPCA 2022), which over a long K biases the sum
- * by about K/8 x 2^-23 of it, more than an FP32 sum's error; so in 3xTF32 each staged
- * tile's products go to a fresh accumulator of 4 registers, added to the running sum in
- * FP32 with rounding.
- *
- * Local memory holds each staged tile row-major with padded rows (A: TC_BK + 4 words, B:
- * TC_BN + 8), so that a warp's fragment loads hit 32 distinct banks. (A fragment-ordered
- * layout, one 16-byte load per lane and mma tile, ran 1.5x slower on the H200: its
- * staging stores collide in 8 banks.)
+ * by about K/8 x 2^-23 of it, more than an FP32 sum's error; so in 3xTF32 each TC_KF
+ * values of k go to a fresh accumulator of 4 registers, added to the running sum in FP32
+ * with rounding.
  *
  * Work-group: TC_BM x TC_BN outputs, (TC_BM / TC_WM) x (TC_BN / TC_WN) warps, each warp
  * TC_WM x TC_WN outputs as (TC_WM / 16) x (TC_WN / 8) mma tiles. K advances TC_BK at a
- * time: the next tile's global loads go to registers while the current tile is
- * multiplied out of local memory.
+ * time through TC_STAGES local tiles: cp.async fills the tile TC_STAGES - 1 steps ahead
+ * while the current one is multiplied. Tiles are row-major with padded rows (A: TC_BK + 4
+ * words, B: TC_BN + 8), so that a warp's fragment loads hit 32 distinct banks.
+ * Out-of-range rows, columns and k are staged as zeros (cp.async with a source size of 0)
+ * and never written. With TC_C2 the host promises C's column pairs (2n, 2n+1) contiguous
+ * and 8-byte aligned (a dense matrix, or pictures with an even number of pixels per row).
  *
- * Requires (the host checks): M % TC_BM == 0, N % TC_BN == 0, K % TC_BK == 0, and A, B, C
- * 16-byte aligned (float4 loads). Launch: local size (THREADS, 1), global size
- * (THREADS * N / TC_BN, M / TC_BM).
+ * Loads: element by element (4-byte cp.async), in the order the operand is contiguous
+ * (TC_A_KFAST, TC_B_KFAST), or with TC_VEC 16 bytes at a time: A along k, B along n. The
+ * host sets TC_VEC only when A is contiguous along k, B's columns come in contiguous
+ * aligned runs of 4, and every stride and offset is a multiple of 4 elements.
  *
- * Fragment layouts are those of the PTX ISA for mma.m16n8k8 .tf32 (g = lane / 4,
- * t = lane % 4): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B b0 (t, g),
- * b1 (t + 4, g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
+ * Launch: local size (THREADS, 1, 1); global size (THREADS * ceil(N / TC_BN),
+ * ceil(M / TC_BM), G * S).
+ *
+ * Fragment layouts are those of the PTX ISA for mma.m16n8k8 .tf32 (gr = lane / 4,
+ * tq = lane % 4): A a0 (gr, tq), a1 (gr + 8, tq), a2 (gr, tq + 4), a3 (gr + 8, tq + 4);
+ * B b0 (tq, gr), b1 (tq + 4, gr); C c0 (gr, 2tq), c1 (gr, 2tq + 1), c2 (gr + 8, 2tq),
+ * c3 (gr + 8, 2tq + 1).
+ *
+ * Measured on the H200 (benchmarks/results/tc-gemm-h200.txt): cp.async staging ran 1.15x
+ * faster than staging through registers, and ldmatrix for the A fragments no faster than
+ * these 32-bit loads, so it is not used.
  */
 
 #ifndef TC_BM
@@ -51,23 +69,69 @@
 #ifndef TC_WN
 #define TC_WN 32        /* warp tile columns (multiple of 8) */
 #endif
+#ifndef TC_BK
+#define TC_BK 16        /* k per local tile (multiple of TC_KF) */
+#endif
+#ifndef TC_KF
+#define TC_KF 16        /* k per fragment batch (multiple of 8); in 3xTF32 the products of
+                           one batch are summed in a fresh accumulator */
+#endif
+#ifndef TC_STAGES
+#define TC_STAGES 3     /* local tiles in flight (cp.async pipeline depth), at least 2 */
+#endif
 #ifndef TC_SPLIT
 #define TC_SPLIT 1      /* 1: 3xTF32 (FP32-accurate), 0: TF32 */
 #endif
-
-#ifndef TC_BK
-#define TC_BK 16        /* K per staged tile (multiple of 8: TC_BK / 8 mma k-steps) */
+#ifndef TC_VEC
+#define TC_VEC 0        /* 1: 16-byte loads (A along k, B along n); see above */
 #endif
-#define KS (TC_BK / 8)
+#ifndef TC_A_KFAST
+#define TC_A_KFAST 1    /* element loads: 1 when A is contiguous along k, 0 along m */
+#endif
+#ifndef TC_B_KFAST
+#define TC_B_KFAST 0    /* element loads: 1 when B is contiguous along k, 0 along n */
+#endif
+#ifndef TC_C2
+#define TC_C2 0         /* 1: C's columns come in contiguous 8-byte-aligned pairs (2n, 2n+1):
+                           stored as float2, one column offset per pair */
+#endif
+
+#include "gemm_cols.h"
+
+#define KS (TC_KF / 8)
 #define WARPS_M (TC_BM / TC_WM)
 #define WARPS_N (TC_BN / TC_WN)
 #define THREADS (32 * WARPS_M * WARPS_N)
 #define MT (TC_WM / 16)                           /* mma tiles per warp, rows */
 #define NT (TC_WN / 8)                            /* mma tiles per warp, columns */
-#define A_VEC (TC_BM * TC_BK / 4 / THREADS)       /* float4 loads per thread, A tile */
-#define B_VEC (TC_BK * TC_BN / 4 / THREADS)
 #define AS_LD (TC_BK + 4)                         /* padded row lengths, words */
 #define BS_LD (TC_BN + 8)
+#define A_TILE (TC_BM * AS_LD)
+#define B_TILE (TC_BK * BS_LD)
+#if TC_VEC
+#define A_LOADS (TC_BM * TC_BK / 4 / THREADS)     /* 16-byte loads per thread and tile */
+#define B_LOADS (TC_BK * TC_BN / 4 / THREADS)
+#define A_STEP (4 * THREADS / TC_BK)              /* rows between one thread's A loads */
+#define B_STEP (4 * THREADS / TC_BN)              /* k between one thread's B loads */
+#else
+#define A_LOADS (TC_BM * TC_BK / THREADS)         /* element loads per thread and tile */
+#define B_LOADS (TC_BK * TC_BN / THREADS)
+#endif
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+#if TC_BK % TC_KF || TC_KF % 8 || TC_BM % TC_WM || TC_BN % TC_WN || TC_WM % 16 || TC_WN % 8
+#error "sgemm_tc: TC_BK must be a multiple of TC_KF, TC_KF of 8, TC_BM of TC_WM, TC_BN of TC_WN, TC_WM of 16, TC_WN of 8"
+#endif
+#if A_LOADS < 1 || B_LOADS < 1 || (TC_BM * TC_BK) % THREADS || (TC_BK * TC_BN) % THREADS
+#error "sgemm_tc: each thread must load a whole number of each tile's elements"
+#endif
+#if TC_VEC && ((4 * THREADS) % TC_BK || (4 * THREADS) % TC_BN)
+#error "sgemm_tc: with TC_VEC, 4 x THREADS must be a multiple of TC_BK and of TC_BN"
+#endif
+#if !TC_VEC && (THREADS % TC_BK || THREADS % TC_BM || THREADS % TC_BN)
+#error "sgemm_tc: THREADS must be a multiple of TC_BK, TC_BM and TC_BN"
+#endif
 
 inline uint to_tf32(float x)
 {
@@ -76,30 +140,143 @@ inline uint to_tf32(float x)
     return r;
 }
 
+/* The shared-window address of a local pointer, as cp.async takes it. */
+inline uint smem(__local const float *p) { return (uint)(size_t)p; }
+
+/* dst <- 4 bytes at src, or zeros when !ok (a source size of 0 reads nothing). */
+#define CP4(dst, src, ok)                                                                \
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"                          \
+                 :: "r"(smem(dst)), "l"(src), "r"((ok) ? 4 : 0))
+/* dst <- the first `bytes` (0 to 16) of 16 at src, the rest zeros. */
+#define CP16(dst, src, bytes)                                                            \
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"                         \
+                 :: "r"(smem(dst)), "l"(src), "r"(bytes))
+
 #define MMA(d, a, b)                                                                     \
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "                  \
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                 \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                        \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 
-/* Word offsets of element (r, c) of a staged A tile and (k, n) of a staged B tile. */
-#define A_WORD(r, c) ((r) * AS_LD + (c))
-#define B_WORD(k, n) ((k) * BS_LD + (n))
+#if TC_SPLIT
+#define SPLIT(hi, lo, x) { hi = to_tf32(x); lo = to_tf32((x) - as_float(hi)); }
+#else
+#define SPLIT(hi, lo, x) { hi = to_tf32(x); }
+#endif
 
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
-void sgemm_tc(const int M, const int N, const int K,
-              __global const float *restrict A, __global const float *restrict B,
-              __global float *restrict C)
+void sgemm_tc(const int M, const int N, const int K, const int NB, const int NB2,
+              __global const float *restrict A, const long a_off, const long a_gs,
+              const long a_bs, const long a_bs2, const long a_ms, const long a_ks,
+              __global const float *restrict B, const long b_off, const long b_gs,
+              const long b_bs, const long b_bs2, const long b_ks,
+              const int bP, const int bWo, const long bns, const long bhs, const long bws,
+              __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
+              const int cP, const int cWo, const long cns, const long chs, const long cws,
+              const int beta, const int G, const int NBS, const long c_ss)
 {
-    __local uint as_hi[TC_BM * AS_LD], bs_hi[TC_BK * BS_LD];
-#if TC_SPLIT
-    __local uint as_lo[TC_BM * AS_LD], bs_lo[TC_BK * BS_LD];
-#endif
+    __local float as[TC_STAGES * A_TILE] __attribute__((aligned(16)));
+    __local float bs[TC_STAGES * B_TILE] __attribute__((aligned(16)));
     const int tid = get_local_id(0);
     const int lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, t = lane & 3;
+    const int gr = lane >> 2, tq = lane & 3;
     const int wm = (warp / WARPS_N) * TC_WM, wn = (warp % WARPS_N) * TC_WN;
     const int m0 = get_group_id(1) * TC_BM, n0 = get_group_id(0) * TC_BN;
+    const int gz = get_group_id(2);
+    const long grp = gz % G;
+    const int split = gz / G;
+    const int b_lo = split * NBS, b_hi = min(NB, b_lo + NBS);
+    const __global float *Ag = A + a_off + grp * a_gs;
+    const __global float *Bg = B + b_off + grp * b_gs;
+    const int ktiles = (K + TC_BK - 1) / TC_BK;
+    const int steps = max(b_hi - b_lo, 0) * ktiles;
+
+    /* Each thread's load slots keep their rows (A) and columns (B) along k: their
+     * offsets are computed once. */
+#if TC_VEC
+    const int a_k = 4 * (tid % (TC_BK / 4)), a_m = tid / (TC_BK / 4);
+    const int b_n = 4 * (tid % (TC_BN / 4)), b_k = tid / (TC_BN / 4);
+    long a_pos[A_LOADS];
+    #pragma unroll
+    for (int v = 0; v < A_LOADS; ++v)
+        a_pos[v] = (long)min(m0 + a_m + v * A_STEP, M - 1) * a_ms + a_k;
+    const int b_cols = 4 * clamp(N - (n0 + b_n), 0, 4);        /* bytes of a full row */
+    const long b_pos = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
+#else
+#if TC_A_KFAST
+    const int a_k = tid % TC_BK, a_m = tid / TC_BK;
+#define A_M(v) (a_m + (v) * (THREADS / TC_BK))
+#define A_K(v) a_k
+#else
+    const int a_m = tid % TC_BM, a_k = tid / TC_BM;
+#define A_M(v) a_m
+#define A_K(v) (a_k + (v) * (THREADS / TC_BM))
+#endif
+#if TC_B_KFAST
+    const int b_k = tid % TC_BK, b_n = tid / TC_BK;
+#define B_N(v) (b_n + (v) * (THREADS / TC_BK))
+#define B_K(v) b_k
+    long b_pos[B_LOADS];
+    #pragma unroll
+    for (int v = 0; v < B_LOADS; ++v)
+        b_pos[v] = gemm_col(min(n0 + B_N(v), N - 1), bP, bWo, bns, bhs, bws);
+#define B_POS(v) b_pos[v]
+#else
+    const int b_n = tid % TC_BN, b_k = tid / TC_BN;
+#define B_N(v) b_n
+#define B_K(v) (b_k + (v) * (THREADS / TC_BN))
+    const long b_col = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
+#define B_POS(v) b_col
+#endif
+#endif
+
+    /* Issues the copies of step t (batch term b, k0) into local tile t % TC_STAGES, and
+     * closes a cp.async group (empty past the last step, so the wait counts stay right). */
+#if TC_VEC
+#define ISSUE(t)                                                                         \
+    if ((t) < steps) {                                                                   \
+        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * TC_BK;                \
+        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
+        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2 + k0_;                 \
+        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
+        __local float *as_ = as + ((t) % TC_STAGES) * A_TILE;                            \
+        __local float *bs_ = bs + ((t) % TC_STAGES) * B_TILE;                            \
+        const int a_bytes = 4 * clamp(K - (k0_ + a_k), 0, 4);                            \
+        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
+            const int m_ = a_m + v * A_STEP;                                             \
+            CP16(as_ + m_ * AS_LD + a_k, Ab_ + a_pos[v], m0 + m_ < M ? a_bytes : 0);     \
+        }                                                                                \
+        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
+            const int k_ = b_k + v * B_STEP;                                             \
+            const int kk_ = min(k0_ + k_, K - 1);                                        \
+            CP16(bs_ + k_ * BS_LD + b_n, Bb_ + kk_ * b_ks + b_pos,                       \
+                 k0_ + k_ < K ? b_cols : 0);                                             \
+        }                                                                                \
+    }                                                                                    \
+    asm volatile("cp.async.commit_group;");
+#else
+#define ISSUE(t)                                                                         \
+    if ((t) < steps) {                                                                   \
+        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * TC_BK;                \
+        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
+        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2;                       \
+        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
+        __local float *as_ = as + ((t) % TC_STAGES) * A_TILE;                            \
+        __local float *bs_ = bs + ((t) % TC_STAGES) * B_TILE;                            \
+        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
+            const int m_ = m0 + A_M(v), k_ = k0_ + A_K(v);                               \
+            CP4(as_ + A_M(v) * AS_LD + A_K(v),                                           \
+                Ab_ + (long)min(m_, M - 1) * a_ms + (long)min(k_, K - 1) * a_ks,         \
+                m_ < M && k_ < K);                                                       \
+        }                                                                                \
+        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
+            const int n_ = n0 + B_N(v), k_ = k0_ + B_K(v);                               \
+            CP4(bs_ + B_K(v) * BS_LD + B_N(v),                                           \
+                Bb_ + (long)min(k_, K - 1) * b_ks + B_POS(v), n_ < N && k_ < K);         \
+        }                                                                                \
+    }                                                                                    \
+    asm volatile("cp.async.commit_group;");
+#endif
 
     float acc[MT][NT][4];
     #pragma unroll
@@ -108,112 +285,116 @@ void sgemm_tc(const int M, const int N, const int K,
         for (int j = 0; j < NT; ++j)
             acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
-    /* thread tid loads float4s tid, tid + THREADS, ... of each tile (rows of 4 columns) */
-    float4 ra[A_VEC], rb[B_VEC];
-#define LOAD_TILE(k0)                                                                    \
-    _Pragma("unroll") for (int v = 0; v < A_VEC; ++v) {                                  \
-        const int idx = tid + v * THREADS, row = idx / (TC_BK / 4), c4 = idx % (TC_BK / 4); \
-        ra[v] = vload4(0, A + (size_t)(m0 + row) * K + (k0) + 4 * c4);                   \
-    }                                                                                    \
-    _Pragma("unroll") for (int v = 0; v < B_VEC; ++v) {                                  \
-        const int idx = tid + v * THREADS, row = idx / (TC_BN / 4), c4 = idx % (TC_BN / 4); \
-        rb[v] = vload4(0, B + (size_t)((k0) + row) * N + n0 + 4 * c4);                   \
+    #pragma unroll
+    for (int s = 0; s < TC_STAGES - 1; ++s) {
+        ISSUE(s)
     }
-#if TC_SPLIT
-#define STAGE(hi, lo, word, x)                                                           \
-    { const uint h_ = to_tf32(x);                                                        \
-      hi[word] = h_;                                                                     \
-      lo[word] = to_tf32((x) - as_float(h_)); }
-#else
-#define STAGE(hi, lo, word, x) hi[word] = to_tf32(x);
-#endif
-/* the four elements of float4 f at words at .. at + 3 (consecutive columns of a row) */
-#define STAGE4(hi, lo, at, f)                                                            \
-    STAGE(hi, lo, (at), (f).x) STAGE(hi, lo, (at) + 1, (f).y)                            \
-    STAGE(hi, lo, (at) + 2, (f).z) STAGE(hi, lo, (at) + 3, (f).w)
-#define STORE_TILE()                                                                     \
-    _Pragma("unroll") for (int v = 0; v < A_VEC; ++v) {                                  \
-        const int idx = tid + v * THREADS;                                               \
-        STAGE4(as_hi, as_lo, A_WORD(idx / (TC_BK / 4), 4 * (idx % (TC_BK / 4))), ra[v])  \
-    }                                                                                    \
-    _Pragma("unroll") for (int v = 0; v < B_VEC; ++v) {                                  \
-        const int idx = tid + v * THREADS;                                               \
-        STAGE4(bs_hi, bs_lo, B_WORD(idx / (TC_BN / 4), 4 * (idx % (TC_BN / 4))), rb[v])  \
-    }
-
-    LOAD_TILE(0)
-    STORE_TILE()
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k0 = 0; k0 < K; k0 += TC_BK) {
-        const int more = k0 + TC_BK < K;
-        if (more) {
-            LOAD_TILE(k0 + TC_BK)
-        }
-        uint ah[KS][MT][4], bh[KS][NT][2];
-#if TC_SPLIT
-        uint al[KS][MT][4], bl[KS][NT][2];
-#endif
+    for (int t = 0; t < steps; ++t) {
+        /* tile t has landed (at most TC_STAGES - 2 younger groups are pending), and every
+         * warp is done with tile t - 1, whose buffer the next issue refills */
+        asm volatile("cp.async.wait_group " STR(TC_STAGES - 2) ";");
+        barrier(CLK_LOCAL_MEM_FENCE);
+        ISSUE(t + TC_STAGES - 1)
+        __local const float *at = as + (t % TC_STAGES) * A_TILE;
+        __local const float *bt = bs + (t % TC_STAGES) * B_TILE;
         #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                const int r = A_WORD(wm + 16 * i + g, 8 * ks + t);
-                ah[ks][i][0] = as_hi[r];
-                ah[ks][i][1] = as_hi[r + 8 * AS_LD];
-                ah[ks][i][2] = as_hi[r + 4];
-                ah[ks][i][3] = as_hi[r + 8 * AS_LD + 4];
+        for (int kf = 0; kf < TC_BK; kf += TC_KF) {
+            uint ah[KS][MT][4], bh[KS][NT][2];
 #if TC_SPLIT
-                al[ks][i][0] = as_lo[r];
-                al[ks][i][1] = as_lo[r + 8 * AS_LD];
-                al[ks][i][2] = as_lo[r + 4];
-                al[ks][i][3] = as_lo[r + 8 * AS_LD + 4];
+            uint al[KS][MT][4], bl[KS][NT][2];
 #endif
+            #pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                #pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    const int r = (wm + 16 * i + gr) * AS_LD + kf + 8 * ks + tq;
+                    const float x0 = at[r], x1 = at[r + 8 * AS_LD];
+                    const float x2 = at[r + 4], x3 = at[r + 8 * AS_LD + 4];
+                    SPLIT(ah[ks][i][0], al[ks][i][0], x0)
+                    SPLIT(ah[ks][i][1], al[ks][i][1], x1)
+                    SPLIT(ah[ks][i][2], al[ks][i][2], x2)
+                    SPLIT(ah[ks][i][3], al[ks][i][3], x3)
+                }
+                #pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const int c = (kf + 8 * ks + tq) * BS_LD + wn + 8 * j + gr;
+                    const float y0 = bt[c], y1 = bt[c + 4 * BS_LD];
+                    SPLIT(bh[ks][j][0], bl[ks][j][0], y0)
+                    SPLIT(bh[ks][j][1], bl[ks][j][1], y1)
+                }
             }
             #pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const int c = B_WORD(8 * ks + t, wn + 8 * j + g);
-                bh[ks][j][0] = bs_hi[c];
-                bh[ks][j][1] = bs_hi[c + 4 * BS_LD];
+            for (int i = 0; i < MT; ++i)
+                #pragma unroll
+                for (int j = 0; j < NT; ++j) {
 #if TC_SPLIT
-                bl[ks][j][0] = bs_lo[c];
-                bl[ks][j][1] = bs_lo[c + 4 * BS_LD];
+                    /* this batch's products in a fresh accumulator, then a rounded sum */
+                    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    #pragma unroll
+                    for (int ks = 0; ks < KS; ++ks) {
+                        MMA(p, al[ks][i], bh[ks][j]);
+                        MMA(p, ah[ks][i], bl[ks][j]);
+                        MMA(p, ah[ks][i], bh[ks][j]);
+                    }
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        acc[i][j][e] += p[e];
+#else
+                    #pragma unroll
+                    for (int ks = 0; ks < KS; ++ks)
+                        MMA(acc[i][j], ah[ks][i], bh[ks][j]);
 #endif
-            }
+                }
         }
+    }
+    asm volatile("cp.async.wait_group 0;");
+
+    __global float *Cg = C + c_off + split * c_ss + grp * c_gs;
+#if TC_C2
+    #pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        const int n = n0 + wn + 8 * j + 2 * tq;
+        if (n >= N)
+            continue;
+        const long col = gemm_col(n, cP, cWo, cns, chs, cws);
         #pragma unroll
         for (int i = 0; i < MT; ++i)
             #pragma unroll
-            for (int j = 0; j < NT; ++j) {
-#if TC_SPLIT
-                /* this tile's products in a fresh accumulator, then a rounded FP32 sum */
-                float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                #pragma unroll
-                for (int ks = 0; ks < KS; ++ks) {
-                    MMA(p, al[ks][i], bh[ks][j]);
-                    MMA(p, ah[ks][i], bl[ks][j]);
-                    MMA(p, ah[ks][i], bh[ks][j]);
+            for (int v = 0; v < 2; ++v) {
+                const int m = m0 + wm + 16 * i + gr + 8 * v;
+                if (m >= M)
+                    continue;
+                __global float *c = Cg + m * c_ms + col;
+                float2 r = (float2)(acc[i][j][2 * v], acc[i][j][2 * v + 1]);
+                if (n + 1 < N) {
+                    if (beta)
+                        r += vload2(0, c);
+                    vstore2(r, 0, c);
+                } else {
+                    c[0] = beta ? c[0] + r.x : r.x;
                 }
-                #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    acc[i][j][e] += p[e];
-#else
-                #pragma unroll
-                for (int ks = 0; ks < KS; ++ks)
-                    MMA(acc[i][j], ah[ks][i], bh[ks][j]);
-#endif
             }
-        if (more) {
-            barrier(CLK_LOCAL_MEM_FENCE);
-            STORE_TILE()
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
     }
+#else
     #pragma unroll
-    for (int i = 0; i < MT; ++i)
+    for (int j = 0; j < NT; ++j)
         #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const int row = m0 + wm + 16 * i + g, col = n0 + wn + 8 * j + 2 * t;
-            vstore2((float2)(acc[i][j][0], acc[i][j][1]), 0, C + (size_t)row * N + col);
-            vstore2((float2)(acc[i][j][2], acc[i][j][3]), 0, C + (size_t)(row + 8) * N + col);
+        for (int h = 0; h < 2; ++h) {
+            const int n = n0 + wn + 8 * j + 2 * tq + h;
+            if (n >= N)
+                continue;
+            const long col = gemm_col(n, cP, cWo, cns, chs, cws);
+            #pragma unroll
+            for (int i = 0; i < MT; ++i)
+                #pragma unroll
+                for (int v = 0; v < 2; ++v) {
+                    const int m = m0 + wm + 16 * i + gr + 8 * v;
+                    if (m >= M)
+                        continue;
+                    __global float *c = Cg + m * c_ms + col;
+                    const float r = acc[i][j][2 * v + h];
+                    *c = beta ? *c + r : r;
+                }
         }
+#endif
 }

@@ -1,0 +1,143 @@
+"""Tile configurations and the efficiency model of the tensor-core SGEMM
+(kernels/nv/sgemm_tc.cl), per numerical class.
+
+The kernel runs on NVIDIA GPUs of compute capability 8.0 or newer through NVIDIA's
+OpenCL (:func:`wticonv.runtime.kit.tensor_cores`); :func:`wticonv_gemm.sgemm.gemm_launch`
+plans it for ``math="3xtf32"`` (FP32-accurate) or ``math="tf32"``. As for the CUDA-core
+kernel (params.py), a few configurations, each one build reused for every size, and a
+heuristic that picks the one with the best predicted efficiency for each GEMM.
+
+Efficiencies are fractions of the device's FP32 peak (the WTI's yardstick), so a class
+that outruns the FP32 units reports more than 1. Measured on the H200 through its OpenCL
+driver with ``benchmarks/tc_gemm.py`` (4096^3, row-major, 16-byte loads; the measured FP32
+peak is 62.6 TFLOP/s; benchmarks/results/tc-gemm-h200.txt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["TcConfig", "TC_CONFIGS", "tc_config", "tc_efficiency", "tc_vec_ok",
+           "ELEMENT_LOADS_FACTOR", "B_KFAST_FACTOR"]
+
+
+@dataclass(frozen=True)
+class TcConfig:
+    """A tile of the tensor-core kernel: ``bm`` x ``bn`` outputs per work-group, warps of
+    ``wm`` x ``wn``, ``bk`` values of k per local tile, ``kf`` per fragment batch, ``stages``
+    local tiles in flight."""
+
+    bm: int
+    bn: int
+    wm: int
+    wn: int
+    bk: int
+    kf: int
+    stages: int
+    #: Fraction of the FP32 peak of a full wave of whole tiles with no fill and drain
+    #: (from a 4096^3 GEMM's measured rate: see :data:`TC_CONFIGS`).
+    efficiency: float
+
+    @property
+    def threads(self) -> int:
+        return 32 * (self.bm // self.wm) * (self.bn // self.wn)
+
+    def options(self, split: bool, vec: bool, a_kfast: bool, b_kfast: bool,
+                c_pairs: bool = False) -> str:
+        """Build options of the kernel: ``split`` 3xTF32 (else TF32), ``vec`` 16-byte loads,
+        ``a_kfast``/``b_kfast`` element-load order, ``c_pairs`` float2 stores of C."""
+        return _options(self, split, vec, a_kfast, b_kfast, c_pairs)
+
+
+@lru_cache(maxsize=128)
+def _options(cfg: TcConfig, split: bool, vec: bool, a_kfast: bool, b_kfast: bool,
+             c_pairs: bool) -> str:
+    return (f"-DTC_BM={cfg.bm} -DTC_BN={cfg.bn} -DTC_WM={cfg.wm} -DTC_WN={cfg.wn} "
+            f"-DTC_BK={cfg.bk} -DTC_KF={cfg.kf} -DTC_STAGES={cfg.stages} "
+            f"-DTC_SPLIT={int(split)} -DTC_VEC={int(vec)} -DTC_A_KFAST={int(a_kfast)} "
+            f"-DTC_B_KFAST={int(b_kfast)} -DTC_C2={int(c_pairs)}")
+
+
+#: Per class, large tiles first (ties in the heuristic go to the earlier one). Each
+#: efficiency is the tile's rate at 4096^3 over the 62.6 TFLOP/s FP32 peak, measured on
+#: the H200 (benchmarks/results/tc-gemm-h200.txt: 3xTF32 51.4, 45.5 and 39.3 TFLOP/s,
+#: cuBLAS FP32 51.4; TF32 138.3, 100.5, 98.5 and 79.4, cuBLAS TF32 401), divided by the
+#: model's own waves and kfill there (1024 / 1056 and 4096 / (4096 + bk)), so that
+#: :func:`tc_efficiency` gives back the measured rate at that size.
+TC_CONFIGS: dict[str, tuple[TcConfig, ...]] = {
+    "3xtf32": (
+        TcConfig(128, 128, 64, 64, 16, 8, 3, efficiency=0.851),
+        TcConfig(128, 64, 64, 32, 16, 16, 3, efficiency=0.752),
+        TcConfig(64, 64, 32, 32, 32, 16, 2, efficiency=0.653),
+    ),
+    "tf32": (
+        TcConfig(128, 128, 64, 64, 32, 32, 3, efficiency=2.297),
+        TcConfig(128, 64, 64, 32, 32, 32, 3, efficiency=1.670),
+        TcConfig(64, 128, 32, 64, 32, 32, 3, efficiency=1.636),
+        TcConfig(64, 64, 32, 32, 32, 32, 3, efficiency=1.319),
+    ),
+}
+#: Element-by-element loads (4-byte cp.async: operands not 16-byte aligned, strided or
+#: small pictures) against 16-byte ones: fitted to the 38 layers of ResNet-50 at N=32
+#: where the fallback chose a tensor-core solver (H200, benchmarks/results/tc-resnet50-
+#: n32-h200-fit.json: rms log error of predicted over measured time 0.144 at 0.7,
+#: 0.127 at 0.8, 0.141 at 0.9), and checked on the 88 such layers of four networks it was
+#: not fitted to (googlenet, efficientnet_b0, alexnet, convnext_tiny: 0.167, 0.158 and
+#: 0.161).
+ELEMENT_LOADS_FACTOR = 0.8
+#: B read along k (backward weights: both operands contiguous along the reduction).
+B_KFAST_FACTOR = 0.8
+
+
+def tc_vec_ok(cfg: TcConfig) -> bool:
+    """Whether the 16-byte-load variant exists for ``cfg`` (whole loads per thread)."""
+    t = cfg.threads
+    return (cfg.bk % 4 == 0 and (cfg.bm * cfg.bk) % (4 * t) == 0
+            and (cfg.bk * cfg.bn) % (4 * t) == 0)
+
+
+def tc_efficiency(cfg: TcConfig, M: int, N: int, K: int, groups: int, compute_units: int,
+                  vec: bool = True, b_kfast: bool = False, k_term: int | None = None
+                  ) -> float:
+    """Predicted fraction of the FP32 peak of ``cfg`` on an M x N x K GEMM (``groups`` of
+    them; K the whole reduction, ``k_term`` its length per batch term when it is a sum of
+    several, default K): ``cfg.efficiency * util(M) * util(N) * util(k_term) * waves *
+    kfill * loads``.
+
+    util = useful fraction of the tiles along that axis (each batch term starts a new k
+    tile: 7 values of k per term fill 7/16 of a tile); waves = work-groups over the
+    compute units of the waves they need (a grid of 1.1 waves takes as long as 2: one
+    work-group per compute unit already runs near its full rate); kfill = K / (K + bk),
+    the pipeline's fill and drain; loads = :data:`ELEMENT_LOADS_FACTOR` without 16-byte
+    loads, times :data:`B_KFAST_FACTOR` when B is read along k. Against the H200's
+    measurements of 36 GEMMs of convolution shapes (M = 64-2048, N = 1568-100352,
+    K = 64-1024, every configuration), predicted over measured time (with the traffic
+    and launch terms of wti.py) had a median of 1.06 and an rms log error of 0.13.
+    """
+    mt, nt = -(-M // cfg.bm), -(-N // cfg.bn)
+    tiles = mt * nt * groups
+    waves = tiles / (-(-tiles // compute_units) * compute_units)
+    kfill = K / (K + cfg.bk)
+    kt = K if k_term is None else k_term
+    kutil = kt / (-(-kt // cfg.bk) * cfg.bk) if kt else 1.0
+    loads = 1.0 if vec else ELEMENT_LOADS_FACTOR
+    if b_kfast:
+        loads *= B_KFAST_FACTOR
+    return (cfg.efficiency * (M / (mt * cfg.bm)) * (N / (nt * cfg.bn)) * kutil * waves
+            * kfill * loads)
+
+
+@lru_cache(maxsize=8192)
+def tc_config(math: str, M: int, N: int, K: int, groups: int, compute_units: int,
+              vec: bool) -> TcConfig:
+    """The configuration of class ``math`` ("3xtf32" or "tf32") with the best
+    :func:`tc_efficiency` for this GEMM (ties: the earlier one); cached.
+
+    Raises KeyError for another class."""
+    best, best_e = None, 0.0
+    for cfg in TC_CONFIGS[math]:
+        e = tc_efficiency(cfg, M, N, K, groups, compute_units, vec and tc_vec_ok(cfg))
+        if best is None or e > best_e:
+            best, best_e = cfg, e
+    return best
