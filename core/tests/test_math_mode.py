@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import wticonv
-from wticonv import ArgumentError, Handle, PluginError, SolverNotApplicableError
+from wticonv import ArgumentError, ConvTensors, Handle, PluginError, SolverNotApplicableError
 from wticonv.contract.answers import CLASS_DEFAULT_TOLERANCE, declared_math, declared_tolerance
 from wticonv.contract.registry import SolverRegistry
 from wticonv.problem.conv import ConvProblem
@@ -173,3 +173,31 @@ def test_tensor_cores_are_detected_from_the_driver(handle):
     assert not tensor_cores(dev(kind="cpu", cc=9))
     if handle.device.kind == "cpu":
         assert not tensor_cores(handle.device)
+
+
+def test_a_selection_records_its_math_mode_and_a_run_holds_to_it(handle, capsys):
+    """explain shows the mode; a selection made with allow_tf32 runs only with it."""
+    from wticonv.cli import render
+
+    tf = _Fast("fake.tf", "tf32")
+    h = Handle(handle.device, _registry(tf))
+    strict, allowed = h.select(P), h.select(P, allow_tf32=True)
+    assert (strict.allow_tf32, allowed.allow_tf32) == (False, True)
+    assert allowed.chosen.solver_id == "fake.tf" and allowed.to_dict()["allow_tf32"] is True
+    assert wticonv.explain(P, handle=h, allow_tf32=True).chosen.solver_id == "fake.tf"
+    assert wticonv.explain(P, handle=h).chosen.solver_id != "fake.tf"
+    render.selection(allowed, h.device)
+    render.selection(strict, h.device)
+    out = capsys.readouterr().out
+    assert "math tf32 allowed" in out and "math FP32-accurate (fp32, 3xtf32)" in out
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, P.x_shape).astype(np.float32)
+    w = rng.uniform(-1, 1, P.w_shape).astype(np.float32)
+    dev = h.device
+    t = ConvTensors(dev.upload(x), dev.upload(w), dev.alloc(4 * int(np.prod(P.y_shape))))
+    with pytest.raises(ArgumentError, match=r"TF32 candidates \(fake.tf\).*allow_tf32"):
+        h.run(P, t, selection=allowed)
+    assert tf.runs == 0
+    h.run(P, t, selection=allowed, allow_tf32=True)
+    assert tf.runs == 1
+    assert np.allclose(dev.download(t.y, P.y_shape), reference(P, x=x, w=w), atol=1e-4)

@@ -53,14 +53,17 @@ from wticonv.selection.ranking import Selection, Verdict
 
 
 def explain(problem: ConvProblem, workspace_limit: int | None = None,
-            solver: str | None = None, handle: Handle | None = None) -> Selection:
+            solver: str | None = None, handle: Handle | None = None,
+            allow_tf32: bool | None = None) -> Selection:
     """Rank every installed solver for ``problem`` without running anything.
 
     Returns the :class:`Selection`: the chosen solver and, per solver, whether it applies
-    (or why not), its WTI, workspace and predicted time. Raises as
+    (or why not), its math class, WTI, workspace and predicted time. ``allow_tf32`` (None:
+    the handle's) also ranks TF32-only solvers. Raises as
     :func:`wticonv.selection.ranking.select`.
     """
-    return (handle or get_handle()).select(problem, workspace_limit, solver)
+    return (handle or get_handle()).select(problem, workspace_limit, solver,
+                                           allow_tf32=allow_tf32)
 
 
 def solver_tolerance(handle: Handle, solver_id: str, problem: ConvProblem | None = None

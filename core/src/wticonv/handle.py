@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
+from wticonv.contract.answers import math_allowed
 from wticonv.contract.registry import SolverRegistry
 from wticonv.errors import (
     ArgumentError,
@@ -75,7 +76,7 @@ class RunResult:
             return self.selection
         s = self.selection
         return Selection(s.problem, s.verdicts, self.verdict, s.mode, s.workspace_limit,
-                         [self.verdict])
+                         [self.verdict], s.allow_tf32)
 
 
 #: Selections a handle remembers before it starts afresh.
@@ -315,6 +316,13 @@ class Handle:
         if selection.problem != problem:
             raise ArgumentError(f"selection is of problem {selection.problem.key}, not of "
                                 f"{problem.key}: select this problem's with Handle.select")
+        allowed = self.allow_tf32 if allow_tf32 is None else allow_tf32
+        tf32 = [v.solver_id for v in selection.candidates
+                if not math_allowed(v.math, allowed)]
+        if tf32:
+            raise ArgumentError(f"selection has TF32 candidates ({', '.join(tf32)}): it was "
+                                "made with allow_tf32=True; run it with allow_tf32=True, or "
+                                "select again without")
         return selection
 
     def _try(self, problem: ConvProblem, tensors: ConvTensors, selection: Selection,

@@ -100,7 +100,8 @@ def selection(s, device) -> None:
     p = s.problem
     _out.print(f"[bold]{p.describe()}[/bold]  key {p.key}")
     _out.print(f"device {device.info.name}: peak {device.peak_flops / 1e9:.1f} GFLOP/s; "
-               f"direct FLOPs {_flops(p.flops)}; mode {s.mode}"
+               f"direct FLOPs {_flops(p.flops)}; mode {s.mode}; math "
+               + ("tf32 allowed" if s.allow_tf32 else "FP32-accurate (fp32, 3xtf32)")
                + (f"; workspace limit {_bytes(s.workspace_limit)}"
                   if s.workspace_limit is not None else ""))
     t = Table(box=box.SIMPLE_HEAD)

@@ -280,12 +280,15 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         if v.applicable and not v.reason and not math_allowed(v.math, allow_tf32):
             v.reason = TF32_REFUSED
     if solver is not None:
-        return _forced(problem, device, verdicts, solver, workspace_limit)
-    if calibrated:
-        apply_factors(registry, device, verdicts, problem.direction, problem)
-    if measured:
-        apply_records(registry, device, problem, verdicts)
-    return _ranked(registry, problem, device, verdicts, workspace_limit)
+        sel = _forced(problem, device, verdicts, solver, workspace_limit)
+    else:
+        if calibrated:
+            apply_factors(registry, device, verdicts, problem.direction, problem)
+        if measured:
+            apply_records(registry, device, problem, verdicts)
+        sel = _ranked(registry, problem, device, verdicts, workspace_limit)
+    sel.allow_tf32 = allow_tf32
+    return sel
 
 
 #: Why a tf32 solver is not ranked by default.

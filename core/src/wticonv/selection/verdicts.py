@@ -98,6 +98,9 @@ class Selection:
         ``"immediate"`` (WTI fallback) or ``"forced"`` (``solver=`` / ``-S``).
     workspace_limit : int or None
         Bytes; None means no limit.
+    allow_tf32 : bool
+        Whether TF32-only solvers were ranked (else only FP32-accurate ones: math class
+        ``fp32`` or ``3xtf32``).
     """
 
     problem: ConvProblem
@@ -106,6 +109,7 @@ class Selection:
     mode: str = "immediate"
     workspace_limit: int | None = None
     candidates: list[Verdict] = field(default_factory=list)
+    allow_tf32: bool = False
 
     @property
     def solver_id(self) -> str | None:
@@ -120,6 +124,7 @@ class Selection:
             "flops": self.problem.flops,
             "mode": self.mode,
             "workspace_limit": self.workspace_limit,
+            "allow_tf32": self.allow_tf32,
             "chosen": self.solver_id,
             "solvers": [asdict(v) for v in self.verdicts],
         }
