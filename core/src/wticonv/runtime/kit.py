@@ -38,11 +38,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import pyopencl as cl
 
+from wticonv.contract.hookspecs import Decline
 from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
-           "tensor_cores",
+           "tensor_cores", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
            "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
            "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
@@ -97,6 +98,24 @@ def tensor_cores(device) -> bool:
         return int(device.cl_device.compute_capability_major_nv) >= 8
     except Exception:  # noqa: BLE001 - no such attribute or extension: no tensor cores
         return False
+
+
+#: Speed of each numerical class's arithmetic over the FP32 units', for a tensor-core
+#: solver's declared ``max_wti`` (its WTI stays a fraction of the FP32 peak): the dense
+#: TF32 rate over the FP32 rate, 494.7 / 66.9 TFLOP/s = 7.4 on the H100 SXM, whose
+#: arithmetic the H200 shares (NVIDIA H100 Tensor Core GPU datasheet, 2023), and a third
+#: of it for 3xTF32 (three products per multiply-add).
+TENSOR_CORE_SPEEDUP = {"fp32": 1.0, "3xtf32": 7.4 / 3, "tf32": 7.4}
+
+
+def tensor_core_decline(math: str, device):
+    """A :class:`wticonv.Decline` for a solver of class ``math`` (``"3xtf32"`` or
+    ``"tf32"``) on a ``device`` without :func:`tensor_cores`, saying what it needs; None
+    for ``"fp32"`` or a device that has them."""
+    if math == "fp32" or tensor_cores(device):
+        return None
+    return Decline(f"{math} runs on tensor cores: NVIDIA's OpenCL on a GPU of compute "
+                   f"capability 8.0 or newer ({device.info.name} is not one)")
 
 
 #: Workspace cap of chunking solvers without a caller's limit: 1 GiB and an eighth of the

@@ -23,10 +23,11 @@ from functools import lru_cache
 import pyopencl as cl
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
 from wticonv.runtime.kit import (
+    TENSOR_CORE_SPEEDUP,
     enqueue,
     kernel_family,
     modelled_kind,
-    tensor_cores,
+    tensor_core_decline,
     workspace_room,
 )
 from wticonv_gemm import sgemm
@@ -48,11 +49,7 @@ def _plan(problem, variant, kind: str, cu: int, layout, vector_width: int, math:
     return plan.plan(problem, variant, kind, cu, layout, vector_width, math)
 
 
-#: Speed of the tensor cores' classes over the FP32 units, for ``max_wti``: the dense TF32
-#: rate over the FP32 rate, 494.7 / 66.9 = 7.4 on the H100 SXM, whose arithmetic the H200
-#: shares (NVIDIA H100 Tensor Core GPU datasheet, 2023); a third of it for 3xTF32 (three
-#: products per multiply-add). Declared WTIs stay within the core's limit of 16.
-TC_SPEEDUP = {"fp32": 1.0, "3xtf32": 7.4 / 3, "tf32": 7.4}
+#: Declared WTIs stay within the core's limit (wticonv.contract.answers.MAX_WTI_LIMIT).
 _MAX_WTI_LIMIT = 16.0
 
 
@@ -91,13 +88,15 @@ class WinogradBase:
     _last = None
 
     def __init__(self, math: str = "fp32") -> None:
-        if math not in TC_SPEEDUP:
+        if math not in TENSOR_CORE_SPEEDUP:
             raise ValueError(f"no Winograd solver class {math!r}: use one of "
-                             f"{', '.join(TC_SPEEDUP)}")
+                             f"{', '.join(TENSOR_CORE_SPEEDUP)}")
         if math != "fp32":
             self.solver_id = f"{type(self).solver_id}_{math}"
             self.math = math
-            self.max_wti = min(_MAX_WTI_LIMIT, type(self).max_wti * TC_SPEEDUP[math])
+            # the transform's saving times the tensor cores' speed-up
+            self.max_wti = min(_MAX_WTI_LIMIT,
+                               type(self).max_wti * TENSOR_CORE_SPEEDUP[math])
             if math == "tf32":
                 self.tolerance = self.tf32_tolerance
 
@@ -131,9 +130,8 @@ class WinogradBase:
 
     @hookimpl
     def is_applicable(self, problem, device, workspace_limit):
-        if self.math != "fp32" and not tensor_cores(device):
-            return Decline(f"{self.math} runs on tensor cores: NVIDIA's OpenCL on a GPU of "
-                           f"compute capability 8.0 or newer ({device.info.name} is not one)")
+        if (no := tensor_core_decline(self.math, device)) is not None:
+            return no
         v, layout = self._layout(problem, device, workspace_limit)
         if isinstance(v, Decline):
             return v

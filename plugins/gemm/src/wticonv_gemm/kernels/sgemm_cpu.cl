@@ -48,7 +48,7 @@ __constant int LANES[16] = WTICONV_LANE_INDEX;
 #define B_TWOSEG 1
 #define B_GATHER 2
 
-#include "gemm_cols.h"
+#include "gemm_common.h"
 
 /* How to load the VW columns n0 .. n0+VW-1 (clamped to N-1) of B: offsets of each lane
  * are in off[]; returns B_CONTIG (off[i] = off[0] + i), B_TWOSEG (two contiguous runs, the

@@ -66,18 +66,10 @@
 #define APAD (GEMM_MWG + 4)
 #define BPAD (GEMM_NWG + 4)
 
-#include "gemm_cols.h"
+#include "gemm_common.h"
 
 __kernel __attribute__((reqd_work_group_size(GEMM_NDIMC, GEMM_MDIMC, 1)))
-void sgemm(const int M, const int N, const int K, const int NB, const int NB2,
-           __global const float *restrict A, const long a_off, const long a_gs,
-           const long a_bs, const long a_bs2, const long a_ms, const long a_ks,
-           __global const float *restrict B, const long b_off, const long b_gs,
-           const long b_bs, const long b_bs2, const long b_ks,
-           const int bP, const int bWo, const long bns, const long bhs, const long bws,
-           __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
-           const int cP, const int cWo, const long cns, const long chs, const long cws,
-           const int beta, const int G, const int NBS, const long c_ss)
+void sgemm(GEMM_GPU_PARAMS)
 {
     __local float As[GEMM_KWG][APAD];
     __local float Bs[GEMM_KWG][BPAD];

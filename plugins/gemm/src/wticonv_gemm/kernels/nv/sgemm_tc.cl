@@ -11,7 +11,7 @@
  *
  *   A(b, m, k) = A + a_off + g*a_gs + bofs(b, a_bs, a_bs2) + m*a_ms + k*a_ks
  *   B(b, k, n) = B + b_off + g*b_gs + bofs(b, b_bs, b_bs2) + k*b_ks + gemm_col(n)
- *   C(m, n)    = C + c_off + g*c_gs + m*c_ms + gemm_col(n)     (gemm_cols.h)
+ *   C(m, n)    = C + c_off + g*c_gs + m*c_ms + gemm_col(n)     (gemm_common.h)
  *
  * bofs(b, s1, s2) = (b / NB2)*s1 + (b % NB2)*s2; grid dimension 2 runs G groups x S
  * split-K layers, layer s summing batch terms [s*NBS, (s+1)*NBS) into C + s*c_ss.
@@ -96,7 +96,7 @@
                            stored as float2, one column offset per pair */
 #endif
 
-#include "gemm_cols.h"
+#include "gemm_common.h"
 
 #define KS (TC_KF / 8)
 #define WARPS_M (TC_BM / TC_WM)
@@ -165,15 +165,7 @@ inline uint smem(__local const float *p) { return (uint)(size_t)p; }
 #endif
 
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
-void sgemm_tc(const int M, const int N, const int K, const int NB, const int NB2,
-              __global const float *restrict A, const long a_off, const long a_gs,
-              const long a_bs, const long a_bs2, const long a_ms, const long a_ks,
-              __global const float *restrict B, const long b_off, const long b_gs,
-              const long b_bs, const long b_bs2, const long b_ks,
-              const int bP, const int bWo, const long bns, const long bhs, const long bws,
-              __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
-              const int cP, const int cWo, const long cns, const long chs, const long cws,
-              const int beta, const int G, const int NBS, const long c_ss)
+void sgemm_tc(GEMM_GPU_PARAMS)
 {
     __local float as[TC_STAGES * A_TILE] __attribute__((aligned(16)));
     __local float bs[TC_STAGES * B_TILE] __attribute__((aligned(16)));
