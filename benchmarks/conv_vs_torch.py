@@ -57,7 +57,10 @@ def main(argv=None) -> int:
         dirs = parse_directions(args.directions)
     except (wticonv.WticonvError, ValueError) as e:
         ap.error(str(e))
-    handle = wticonv.Handle(args.device, allow_tf32=args.math == "tf32")
+    try:
+        handle = wticonv.Handle(args.device, allow_tf32=args.math == "tf32")
+    except wticonv.WticonvError as e:
+        ap.error(str(e))
     torch = load_torch(handle)
     torch.backends.cudnn.allow_tf32 = args.math == "tf32"
     kind = "gpu" if handle.device.kind == "gpu" else "cpu"

@@ -96,14 +96,20 @@ def rel_error(C, A, B, rows) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4096x4096x4096,2048x4096x2048",
-                    help="comma-separated MxNxK")
+                    help="comma-separated MxNxK (default %(default)s)")
     ap.add_argument("--configs", help="comma-separated tile configurations "
                     "BMxBNxWMxWNxBKxKFxSTAGES (default: each class's TC_CONFIGS)")
-    ap.add_argument("--classes", default="3xtf32,tf32", help="3xtf32, tf32 or both")
-    ap.add_argument("-i", "--iterations", type=int, default=20)
+    ap.add_argument("--classes", default="3xtf32,tf32",
+                    help="comma-separated classes, 3xtf32 and/or tf32 (default %(default)s)")
+    ap.add_argument("-i", "--iterations", type=int, default=20,
+                    help="timed runs per kernel (default %(default)s)")
     ap.add_argument("--json", metavar="OUT.json", help="write every figure here")
     args = ap.parse_args(argv)
-    handle = wticonv.Handle("gpu")
+    try:
+        handle = wticonv.Handle("gpu")
+    except wticonv.WticonvError as e:
+        sys.exit(f"tc_gemm: {e} (it needs an NVIDIA GPU of compute capability 8.0 or newer "
+                 "through NVIDIA's OpenCL)")
     dev = handle.device
     if not tensor_cores(dev):
         sys.exit(f"tc_gemm: {dev.info.name} ({dev.info.platform}) has no tensor cores this "

@@ -178,6 +178,22 @@ def test_bench_with_a_forced_solver_counts_declines_apart(capsys):
     assert rc == 0 and f"{len(declined)} declined by winograd.f2x3" in out
 
 
+def test_bench_says_so_when_a_forced_solver_declines_every_layer(handle, capsys):
+    """A tensor-core solver forced on a device without tensor cores: nothing runs, the
+    reason is one note (not one per layer), and the exit status is 1."""
+    from wticonv.runtime.kit import tensor_cores
+
+    if tensor_cores(handle.device):
+        pytest.skip("the tensor-core solver runs on this device")
+    rc = main(["bench", "resnet50", "-n", "1", "--directions", "fwd", "-i", "1",
+               "-S", "gemm.1x1_3xtf32"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "nothing ran: gemm.1x1_3xtf32 declined every layer" in out
+    assert out.count("compute capability 8.0") == 1 and "note 2" not in out
+    assert "0 runs done" in out and "all layers verified" not in out
+
+
 def _benchmark_module(name: str):
     """A script of benchmarks/ imported as a module (they are not a package)."""
     import importlib

@@ -163,7 +163,7 @@ def test_tensor_cores_are_detected_from_the_driver(handle):
     def dev(kind="gpu", platform="NVIDIA CUDA", cc=None):
         cl_device = SimpleNamespace() if cc is None else \
             SimpleNamespace(compute_capability_major_nv=cc)
-        return SimpleNamespace(kind=kind, info=SimpleNamespace(platform=platform),
+        return SimpleNamespace(kind=kind, info=SimpleNamespace(kind=kind, platform=platform),
                                cl_device=cl_device)
 
     assert tensor_cores(dev(cc=9)) and tensor_cores(dev(cc=8))
@@ -173,6 +173,27 @@ def test_tensor_cores_are_detected_from_the_driver(handle):
     assert not tensor_cores(dev(kind="cpu", cc=9))
     if handle.device.kind == "cpu":
         assert not tensor_cores(handle.device)
+        # the built-in tensor-core solvers decline here, saying what they need
+        from wticonv.runtime.kit import tensor_core_decline
+
+        no = tensor_core_decline("3xtf32", handle.device)
+        assert "compute capability 8.0" in no.reason and "wticonv devices" in no.reason
+        assert tensor_core_decline("fp32", handle.device) is None
+
+
+def test_explain_prints_a_reason_several_solvers_share_once(handle, capsys):
+    """On a device without tensor cores, the nine tensor-core solvers' decline is one note
+    under the table, not nine wrapped rows."""
+    from wticonv.cli import render
+
+    sel = Handle(handle.device).select(P)
+    tc = [v for v in sel.verdicts if v.math != "fp32"]
+    if handle.device.kind != "cpu" or len(tc) < 2:
+        pytest.skip("needs the built-in tensor-core solvers on a CPU")
+    render.selection(sel, handle.device)
+    out = capsys.readouterr().out
+    assert out.count("compute capability 8.0") == 1
+    assert out.count("see note 1") == len(tc)
 
 
 def test_a_selection_records_its_math_mode_and_a_run_holds_to_it(handle, capsys):
@@ -186,6 +207,10 @@ def test_a_selection_records_its_math_mode_and_a_run_holds_to_it(handle, capsys)
     assert allowed.chosen.solver_id == "fake.tf" and allowed.to_dict()["allow_tf32"] is True
     assert wticonv.explain(P, handle=h, allow_tf32=True).chosen.solver_id == "fake.tf"
     assert wticonv.explain(P, handle=h).chosen.solver_id != "fake.tf"
+    # a NumPy bool is a bool; a device spec is not a handle
+    assert h.select(P, allow_tf32=np.True_).allow_tf32 is True
+    with pytest.raises(ArgumentError, match=r"handle='cpu' is not a wticonv.Handle"):
+        wticonv.explain(P, handle="cpu")
     render.selection(allowed, h.device)
     render.selection(strict, h.device)
     out = capsys.readouterr().out
@@ -200,4 +225,10 @@ def test_a_selection_records_its_math_mode_and_a_run_holds_to_it(handle, capsys)
     assert tf.runs == 0
     h.run(P, t, selection=allowed, allow_tf32=True)
     assert tf.runs == 1
+    # a selection fixes the solver and the workspace: they are not taken beside it
+    with pytest.raises(ArgumentError, match=r"solver='direct.naive' with selection=.*"
+                                            r"Handle.select"):
+        h.run(P, t, selection=strict, solver="direct.naive")
+    with pytest.raises(ArgumentError, match="workspace_limit=0 with selection="):
+        h.run(P, t, selection=strict, workspace_limit=0)
     assert np.allclose(dev.download(t.y, P.y_shape), reference(P, x=x, w=w), atol=1e-4)

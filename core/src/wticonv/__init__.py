@@ -62,6 +62,10 @@ def explain(problem: ConvProblem, workspace_limit: int | None = None,
     the handle's) also ranks TF32-only solvers. Raises as
     :func:`wticonv.selection.ranking.select`.
     """
+    if handle is not None and not isinstance(handle, Handle):
+        raise ArgumentError(f"handle={handle!r:.60} is not a wticonv.Handle; make one with "
+                            "wticonv.Handle(device) (a device spec such as 'cpu' or 'gpu' "
+                            "goes there)")
     return (handle or get_handle()).select(problem, workspace_limit, solver,
                                            allow_tf32=allow_tf32)
 

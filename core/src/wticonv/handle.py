@@ -207,7 +207,8 @@ class Handle:
         if workspace_limit is not None and type(workspace_limit) is not int:
             # before the lookup: True and 1.0 equal a remembered limit of 1
             workspace_limit = workspace_limit_arg(workspace_limit)
-        if allow_tf32_arg(allow_tf32) is None:       # checked before the lookup: 1 == True
+        allow_tf32 = allow_tf32_arg(allow_tf32)      # checked before the lookup: 1 == True
+        if allow_tf32 is None:
             allow_tf32 = self.allow_tf32
         key = (problem, workspace_limit, solver, perf_config, allow_tf32)
         try:
@@ -271,12 +272,14 @@ class Handle:
             ``tensors`` is not three buffers; a buffer is missing, not a pyopencl buffer,
             or smaller than its tensor; the output aliases an input.
         ArgumentError
-            ``selection`` is not a :class:`Selection` of ``problem``.
+            ``selection`` is not a :class:`Selection` of ``problem``; it comes with
+            ``solver``, ``workspace_limit`` or ``perf_config`` (it fixes them already); it
+            has TF32 candidates and this run does not allow TF32.
         SolverRunError
             If the forced solver, or every candidate, failed to run.
         """
         problem = _problem(problem)
-        allow_tf32_arg(allow_tf32)
+        allow_tf32 = allow_tf32_arg(allow_tf32)
         tensors = as_tensors(tensors)
         check_buffers(problem, tensors)
         selection = self._selection_for(problem, selection, workspace_limit, solver,
@@ -316,13 +319,20 @@ class Handle:
         if selection.problem != problem:
             raise ArgumentError(f"selection is of problem {selection.problem.key}, not of "
                                 f"{problem.key}: select this problem's with Handle.select")
+        given = [f"{name}={value!r:.40}" for name, value in (
+            ("solver", solver), ("workspace_limit", workspace_limit),
+            ("perf_config", perf_config)) if value is not None]
+        if given:
+            raise ArgumentError(f"{', '.join(given)} with selection=: the selection already "
+                                "fixes the solver, workspace and perf config; pass them to "
+                                "Handle.select instead, or leave out selection=")
         allowed = self.allow_tf32 if allow_tf32 is None else allow_tf32
         tf32 = [v.solver_id for v in selection.candidates
                 if not math_allowed(v.math, allowed)]
         if tf32:
-            raise ArgumentError(f"selection has TF32 candidates ({', '.join(tf32)}): it was "
-                                "made with allow_tf32=True; run it with allow_tf32=True, or "
-                                "select again without")
+            raise ArgumentError(f"selection has TF32 candidates ({', '.join(tf32)}), which "
+                                "this run does not allow: run it with allow_tf32=True, or "
+                                "select again without allow_tf32")
         return selection
 
     def _try(self, problem: ConvProblem, tensors: ConvTensors, selection: Selection,

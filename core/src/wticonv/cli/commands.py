@@ -255,6 +255,7 @@ def devices(as_json: bool, measure: bool, reprobe: bool) -> int:
     process: a test kernel, then the peak and bandwidth measurement (once; cached)."""
     from wticonv.db.store import Store
     from wticonv.runtime.device import Device, list_devices
+    from wticonv.runtime.kit import tensor_cores_of
     from wticonv.runtime.probe import ensure_verdict, stored_verdict
 
     store = Store()
@@ -284,6 +285,7 @@ def devices(as_json: bool, measure: bool, reprobe: bool) -> int:
                      "global_mem_bytes": info.global_mem_bytes,
                      "local_mem_bytes": info.local_mem_bytes,
                      "vector_width": info.vector_width,
+                     "tensor_cores": tensor_cores_of(info, cl_dev),
                      "peak_gflops": figs[0] / 1e9 if figs and not set_aside else None,
                      "bandwidth_gbs": figs[1] / 1e9 if figs and not set_aside else None,
                      "status": status, "set_aside": set_aside})
@@ -381,6 +383,7 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
                 workspace_limit=workspace_limit, solver=cmd.solver, seed=12345678)
     ms = float(np.mean(m.kernel_ms))
     return {"direction": p.direction, "key": p.key, "solver": m.solver_id,
+            "math": m.verdict.math, "allow_tf32": handle.allow_tf32,
             "wti": m.verdict.wti, "workspace": m.workspace, "kernel_ms": ms,
             "wall_ms": float(np.mean(m.wall_ms)) if m.wall_ms else None,
             "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
@@ -428,7 +431,8 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
         print("wticonv: interrupted; the rows above are the layers done so far",
               file=sys.stderr)
         return 130
-    return 1 if report.failures else 0
+    nothing_ran = bool(report.rows) and len(report.declines) == len(report.rows)
+    return 1 if report.failures or nothing_ran else 0
 
 
 @cli.command("new-solver")

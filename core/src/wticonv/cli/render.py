@@ -73,14 +73,14 @@ def solvers(rows: list[dict], bad: list[dict]) -> None:
 
 def devices(rows: list[dict]) -> None:
     t = Table(title="OpenCL devices", box=box.SIMPLE_HEAD)
-    for col in ("P:D", "kind", "name", "platform / driver", "CUs", "MHz", "memory", "status",
-                "peak GFLOP/s", "GB/s"):
+    for col in ("P:D", "kind", "name", "platform / driver", "CUs", "MHz", "memory",
+                "tensor cores", "status", "peak GFLOP/s", "GB/s"):
         t.add_column(col)
     for r in rows:
         t.add_row(r["index"], r["kind"], r["name"], f"{r['platform']} / {r['driver']}",
                   str(r["compute_units"]), str(r["clock_mhz"]), _bytes(r["global_mem_bytes"]),
-                  r["status"], _num(r["peak_gflops"], "{:.1f}"),
-                  _num(r["bandwidth_gbs"], "{:.1f}"))
+                  "yes" if r["tensor_cores"] else "no", r["status"],
+                  _num(r["peak_gflops"], "{:.1f}"), _num(r["bandwidth_gbs"], "{:.1f}"))
     _out.print(t)
     for r in rows:
         if r["set_aside"]:
@@ -107,9 +107,13 @@ def selection(s, device) -> None:
     t = Table(box=box.SIMPLE_HEAD)
     for col in ("rank", "solver", "math", "applicable", "dynamic", "WTI", "workspace",
                 "predicted ms", "measured ms", "ranked by", "perf config", "verdict"):
-        t.add_column(col, no_wrap=col != "verdict", overflow="fold")
+        t.add_column(col, no_wrap=col != "verdict", overflow="fold",
+                     min_width=12 if col == "verdict" else None)
+    notes = _shared_reasons(s.verdicts)
     for v in s.verdicts:
         verdict = "CHOSEN" if v.chosen else (v.reason or "candidate")
+        if not v.chosen and v.reason in notes:
+            verdict = f"see note {notes[v.reason]}"
         if v.note:
             verdict += f" ({v.note})"
         t.add_row(_num(v.rank, "{}"), v.solver_id, v.math, "yes" if v.applicable else "no",
@@ -118,6 +122,20 @@ def selection(s, device) -> None:
                   _bytes(v.workspace), _ms(v.predicted_ms),
                   _ms(v.measured_ms), v.wti_source or "-", _perf(v), verdict)
     _out.print(t)
+    for reason, n in notes.items():
+        _out.print(f"note {n}: {reason}", soft_wrap=True)
+
+
+def _shared_reasons(verdicts) -> dict[str, int]:
+    """``{reason: note number}`` for the reasons several solvers give (the tensor-core
+    solvers' "computes on tensor cores ..." on other devices), printed once under the table
+    instead of in every row."""
+    count: dict[str, int] = {}
+    for v in verdicts:
+        if v.reason and not v.chosen:
+            count[v.reason] = count.get(v.reason, 0) + 1
+    shared = [r for r, c in count.items() if c > 1]
+    return {r: i for i, r in enumerate(shared, 1)}
 
 
 _NAMES = {"fwd": ("Forward Conv.", "Forward Convolution"),
@@ -158,16 +176,18 @@ def bench_report(rep) -> None:
         t.add_column(col, justify=just, no_wrap=col not in ("layer", ""),
                      overflow="fold" if col == "" else "ellipsis",
                      max_width=24 if col == "layer" else None)
-    notes = []
+    notes: list[str] = []
     for r in rep.rows:
         frac = (r.gflops / rep.peak_gflops * 100) if r.gflops else None
-        if r.ok:
+        if r.declined:     # a forced solver's reasons repeat: one note per distinct reason
+            if r.message not in notes:
+                notes.append(r.message)
+            status = f"declined, see note {notes.index(r.message) + 1}"
+        elif r.ok:
             status = "ok" if not r.message else f"ok, see note {len(notes) + 1}"
-        elif r.declined:
-            status = f"declined, see note {len(notes) + 1}"
         else:
             status = f"[red]FAIL[/red], see note {len(notes) + 1}"
-        if r.message:
+        if r.message and not r.declined:
             notes.append(f"{r.direction} {r.key}: {r.message}")
         t.add_row(r.layer, r.key, str(r.count), r.solver or "-", _num(r.wti, "{:.3g}"),
                   _bytes(r.workspace), _ms(r.predicted_ms), _ms(r.measured_ms),
@@ -179,7 +199,8 @@ def bench_report(rep) -> None:
     measured = rep.total_ms("measured_ms")
     tflops = rep.total_flops / (measured * 1e-3) / 1e9 if measured else None
     _out.print(f"layers: {rep.layers} distinct x {len(rep.directions)} direction(s): "
-               f"{len(rep.rows)} runs done; failures: {len(rep.failures)}"
+               f"{len(rep.rows) - len(rep.declines)} runs done; failures: "
+               f"{len(rep.failures)}"
                + (f"; {len(rep.declines)} declined by {rep.declines[0].solver} (not "
                   "failures)" if rep.declines else ""))
     _out.print(f"network time (each layer x its count): measured {measured:.2f} ms, predicted "
@@ -193,6 +214,9 @@ def bench_report(rep) -> None:
         _out.print(f"[red]{len(rep.failures)} layer run(s) FAILED[/red]")
     if rep.interrupted:
         _out.print("[yellow]interrupted: only the runs above were done[/yellow]")
+    elif rep.rows and len(rep.declines) == len(rep.rows):
+        _out.print(f"[red]nothing ran: {rep.declines[0].solver} declined every layer[/red] "
+                   "(see the notes); leave out -S to let the fallback choose")
     elif not rep.failures:
         ran = [r for r in rep.rows if not r.declined]
         verified = sum(r.error is not None for r in ran)

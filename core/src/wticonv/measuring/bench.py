@@ -44,6 +44,8 @@ class BenchRow:
     count: int
     flops: int
     solver: str = ""
+    #: The solver's numerical class (``fp32``, ``3xtf32`` or ``tf32``).
+    math: str = ""
     wti: float | None = None
     workspace: int | None = None
     predicted_ms: float | None = None
@@ -68,6 +70,8 @@ class BenchReport:
     directions: list[str]
     iterations: int
     layers: int = 0
+    #: Whether TF32-only solvers were ranked (the handle's math mode, ``--math tf32``).
+    allow_tf32: bool = False
     rows: list[BenchRow] = field(default_factory=list)
     interrupted: bool = False
     source_builds: int = 0
@@ -247,6 +251,7 @@ def _bench_one(handle: Handle, p: ConvProblem, row: BenchRow, iterations: int, v
     v = m.verdict
     row.solver, row.wti, row.workspace, row.predicted_ms = (m.solver_id, v.wti, m.workspace,
                                                             v.predicted_ms)
+    row.math = v.math
     row.error, row.tolerance = m.error, m.tolerance
     row.measured_ms = statistics.median(m.kernel_ms)
     if row.measured_ms > 0:
@@ -285,7 +290,8 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
         batch=batches.pop() if len(batches) == 1 else None,
         device=f"{dev.info.name} ({dev.info.platform} {dev.info.driver_version})",
         peak_gflops=dev.peak_flops / 1e9, directions=list(directions), iterations=iterations,
-        layers=len(network.layers), notes=list(network.notes))
+        layers=len(network.layers), notes=list(network.notes),
+        allow_tf32=handle.allow_tf32)
     jobs = [(i, layer, d) for i, layer in enumerate(network.layers) for d in directions
             if layer.directions is None or d in layer.directions]
     for done, (i, layer, d) in enumerate(jobs):

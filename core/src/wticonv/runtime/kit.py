@@ -43,7 +43,7 @@ from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
-           "tensor_cores", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
+           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
            "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
            "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
@@ -91,11 +91,19 @@ def tensor_cores(device) -> bool:
     ``mma.sync`` with TF32 operands): NVIDIA's OpenCL driver on a GPU of compute
     capability 8.0 (Ampere) or newer, read at run time through the driver's
     ``cl_nv_device_attribute_query`` extension. False on every other device, and on one
-    that does not answer the query."""
-    if device.kind != "gpu" or "nvidia" not in device.info.platform.lower():
+    that does not answer the query (or, like a recording stand-in, has no OpenCL
+    device)."""
+    return tensor_cores_of(device.info, getattr(device, "cl_device", None))
+
+
+def tensor_cores_of(info, cl_device) -> bool:
+    """:func:`tensor_cores` of an OpenCL device not opened as a
+    :class:`~wticonv.runtime.device.Device`: its ``DeviceInfo`` and ``pyopencl.Device``
+    (``wticonv devices`` lists them)."""
+    if info.kind != "gpu" or "nvidia" not in info.platform.lower():
         return False
     try:
-        return int(device.cl_device.compute_capability_major_nv) >= 8
+        return int(cl_device.compute_capability_major_nv) >= 8
     except Exception:  # noqa: BLE001 - no such attribute or extension: no tensor cores
         return False
 
@@ -114,8 +122,10 @@ def tensor_core_decline(math: str, device):
     for ``"fp32"`` or a device that has them."""
     if math == "fp32" or tensor_cores(device):
         return None
-    return Decline(f"{math} runs on tensor cores: NVIDIA's OpenCL on a GPU of compute "
-                   f"capability 8.0 or newer ({device.info.name} is not one)")
+    return Decline("computes on tensor cores: needs NVIDIA's OpenCL on a GPU of compute "
+                   f"capability 8.0 or newer ({device.info.name} is not one; `wticonv "
+                   "devices` shows each device's tensor cores); the FP32 solver, its id "
+                   "without the class suffix, runs on any device")
 
 
 #: Workspace cap of chunking solvers without a caller's limit: 1 GiB and an eighth of the

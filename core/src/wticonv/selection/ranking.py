@@ -21,6 +21,8 @@ import math
 import warnings
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from wticonv.contract.answers import (
     applicable_answer,
     dynamic_answer,
@@ -199,10 +201,12 @@ def _least_workspace_hint(registry: SolverRegistry, problem: ConvProblem, device
 
 
 def allow_tf32_arg(allow_tf32, none_ok: bool = True) -> bool | None:
-    """``allow_tf32`` checked to be True or False (or None, the caller's default, where
-    ``none_ok``); ArgumentError otherwise (1 and "yes" included)."""
+    """``allow_tf32`` checked to be True or False, a NumPy bool taken as one (or None, the
+    caller's default, where ``none_ok``); ArgumentError otherwise (1 and "yes" included)."""
     if isinstance(allow_tf32, bool) or (none_ok and allow_tf32 is None):
         return allow_tf32
+    if isinstance(allow_tf32, np.bool_):
+        return bool(allow_tf32)
     raise ArgumentError(f"allow_tf32={allow_tf32!r:.60} must be True"
                         + (", False or None" if none_ok else " or False"))
 
@@ -264,7 +268,7 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
         one run.
     """
     workspace_limit = _check_arguments(registry, workspace_limit, solver, perf_config)
-    allow_tf32_arg(allow_tf32, none_ok=False)
+    allow_tf32 = allow_tf32_arg(allow_tf32, none_ok=False)
     too_big = _tensor_too_big(problem, device)
     if too_big:
         verdicts = [Verdict(sid, registry.solvers[sid].distribution, reason=too_big)
