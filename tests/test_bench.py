@@ -323,3 +323,23 @@ def test_evaluate_after_calibrate_checks_its_arguments_before_calibrating(tmp_pa
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 2 and fragment in run.stderr, (args, run.stderr)
     assert not (tmp_path / "out").exists()          # nothing calibrated, nothing written
+
+
+def test_tensor_core_model_residuals_match_the_documented_figures(capsys):
+    """benchmarks/tc_model_residuals.py on the recorded H200 runs gives the figures
+    docs/performance.md quotes for the tensor-core WTI model (fitted on ResNet-50, held
+    out on four other networks, and on the GEMMs): a model change shows up here."""
+    from pathlib import Path
+
+    tool = _benchmark_module("tc_model_residuals")
+    res = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    held_out = ",".join(str(res / f"tc-{n}-n32-h200.json") for n in
+                        ("googlenet", "efficientnet_b0", "alexnet", "convnext_tiny"))
+    assert tool.main(["--conv", str(res / "tc-resnet50-n32-h200-fit.json")]) == 0
+    assert tool.main(["--conv", held_out]) == 0
+    assert tool.main(["--gemm", f"{res / 'tc-gemm-shapes-3xtf32-h200.json'},"
+                                f"{res / 'tc-gemm-shapes-tf32-h200.json'}"]) == 0
+    fit, held, gemm = capsys.readouterr().out.strip().splitlines()
+    assert "38 runs, median predicted/measured 0.96, rms log error 0.127" in fit
+    assert "88 runs, median predicted/measured 1.05, rms log error 0.158" in held
+    assert "42 runs, median predicted/measured 1.05, rms log error 0.118" in gemm

@@ -232,3 +232,15 @@ def test_a_selection_records_its_math_mode_and_a_run_holds_to_it(handle, capsys)
     with pytest.raises(ArgumentError, match="workspace_limit=0 with selection="):
         h.run(P, t, selection=strict, workspace_limit=0)
     assert np.allclose(dev.download(t.y, P.y_shape), reference(P, x=x, w=w), atol=1e-4)
+
+
+def test_an_unknown_solver_id_gets_the_close_ones_suggested(handle):
+    """winograd.f4x3 has no TF32 class: asking for it names the ids that exist."""
+    from wticonv import SolverNotFoundError
+
+    with pytest.raises(SolverNotFoundError,
+                       match=r"no solver 'winograd.f4x3_tf32' is installed \(did you mean "
+                             r"winograd.f4x3_3xtf32, .*\?\); installed solvers: "):
+        handle.registry.get("winograd.f4x3_tf32")
+    with pytest.raises(SolverNotFoundError, match=r"'nonsense.xyz' is installed; installed"):
+        handle.registry.get("nonsense.xyz")

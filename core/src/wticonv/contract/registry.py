@@ -25,6 +25,7 @@ distributions claim, is quarantined with the reason.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
@@ -336,8 +337,16 @@ class SolverRegistry:
             if self.skipped:
                 held = ("; a plugin filter is active, not loaded: "
                         + ", ".join(f"{d} ({why})" for d, why in sorted(self.skipped.items())))
+            close = (difflib.get_close_matches(solver_id, self.ids(), n=3, cutoff=0.75)
+                     if isinstance(solver_id, str) else [])
+            hint = ""
+            if close:
+                alts = close[0] if len(close) == 1 else (", ".join(close[:-1])
+                                                          + f" or {close[-1]}")
+                hint = f" (did you mean {alts}?)"
             raise SolverNotFoundError(
-                f"no solver {solver_id!r} is installed; installed solvers: {known}{held}"
+                f"no solver {solver_id!r} is installed{hint}; installed solvers: "
+                f"{known}{held}"
             ) from None
 
     def call(self, solver_id: str, hook: str, **kwargs: Any) -> Any:

@@ -110,10 +110,11 @@ def tc_efficiency(cfg: TcConfig, M: int, N: int, K: int, groups: int, compute_un
     compute units of the waves they need (a grid of 1.1 waves takes as long as 2: one
     work-group per compute unit already runs near its full rate); kfill = K / (K + bk),
     the pipeline's fill and drain; loads = :data:`ELEMENT_LOADS_FACTOR` without 16-byte
-    loads, times :data:`B_KFAST_FACTOR` when B is read along k. Against the H200's
-    measurements of 36 GEMMs of convolution shapes (M = 64-2048, N = 1568-100352,
-    K = 64-1024, every configuration), predicted over measured time (with the traffic
-    and launch terms of wti.py) had a median of 1.06 and an rms log error of 0.13.
+    loads, times :data:`B_KFAST_FACTOR` when B is read along k. Against the H200's 42
+    runs of these tiles on GEMMs of 4096^3 and of convolution shapes (M = 64-2048,
+    N = 1568-100352, K = 64-1024), predicted over measured time (with the traffic and
+    launch terms of wti.py) has a median of 1.05 and an rms log error of 0.118
+    (``benchmarks/tc_model_residuals.py --gemm``, benchmarks/results/tc-gemm-shapes-*).
     """
     mt, nt = -(-M // cfg.bm), -(-N // cfg.bn)
     tiles = mt * nt * groups
