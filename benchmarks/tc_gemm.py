@@ -42,10 +42,6 @@ def parse_config(text: str) -> TcConfig:
     return TcConfig(*sizes, efficiency=0.0)
 
 
-def label(cfg: TcConfig) -> str:
-    return "x".join(str(v) for v in (cfg.bm, cfg.bn, cfg.wm, cfg.wn, cfg.bk, cfg.kf,
-                                     cfg.stages))
-
 
 def matmul_op(M: int, N: int, K: int) -> GemmOp:
     """C (M x N) = A (M x K) . B (K x N), row-major, in buffers "a", "b", "c"."""
@@ -142,7 +138,7 @@ def main(argv=None) -> int:
                 "c": cl.Buffer(dev.context, mf.READ_WRITE, 4 * M * N)}
         for math in classes:
             for cfg in given or TC_CONFIGS[math]:
-                name = label(cfg)
+                name = cfg.label
                 try:
                     t, C = ours(dev, bufs, M, N, K, cfg, math, args.iterations)
                 except Exception as e:  # noqa: BLE001 - a failed build or run: report, go on

@@ -72,9 +72,7 @@ def conv_residuals(path: str, registry, device) -> dict[tuple[str, str], list[fl
 
 def gemm_residuals(path: str, device) -> list[float]:
     """log(predicted / measured) of a tc_gemm file's runs of TC_CONFIGS tiles."""
-    tiles = {math_class: {"x".join(str(v) for v in (c.bm, c.bn, c.wm, c.wn, c.bk, c.kf,
-                                                    c.stages)): c for c in cfgs}
-             for math_class, cfgs in TC_CONFIGS.items()}
+    tiles = {math_class: {c.label: c for c in cfgs} for math_class, cfgs in TC_CONFIGS.items()}
     logs = []
     with open(path) as f:
         data = json.load(f)

@@ -431,8 +431,7 @@ def bench(network, n, directions, iterations, no_verify, solver, workspace_limit
         print("wticonv: interrupted; the rows above are the layers done so far",
               file=sys.stderr)
         return 130
-    nothing_ran = bool(report.rows) and len(report.declines) == len(report.rows)
-    return 1 if report.failures or nothing_ran else 0
+    return 1 if report.failures or report.nothing_ran else 0
 
 
 @cli.command("new-solver")

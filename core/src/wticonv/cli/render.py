@@ -214,7 +214,7 @@ def bench_report(rep) -> None:
         _out.print(f"[red]{len(rep.failures)} layer run(s) FAILED[/red]")
     if rep.interrupted:
         _out.print("[yellow]interrupted: only the runs above were done[/yellow]")
-    elif rep.rows and len(rep.declines) == len(rep.rows):
+    elif rep.nothing_ran:
         _out.print(f"[red]nothing ran: {rep.declines[0].solver} declined every layer[/red] "
                    "(see the notes); leave out -S to let the fallback choose")
     elif not rep.failures:

@@ -89,6 +89,11 @@ class BenchReport:
         """Rows a forced solver (``-S``) declined; their message says "declined: reason"."""
         return [r for r in self.rows if r.declined]
 
+    @property
+    def nothing_ran(self) -> bool:
+        """A forced solver declined every layer (so no layer ran at all)."""
+        return bool(self.rows) and len(self.declines) == len(self.rows)
+
     def total_ms(self, which: str = "measured_ms") -> float:
         """Network time: sum over rows of count x time (ms), for ``measured_ms`` or
         ``predicted_ms``; rows without a time are left out."""

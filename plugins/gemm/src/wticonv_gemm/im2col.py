@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, workspace_room
+from wticonv.runtime.kit import enqueue, kernel_family, tensor_core_decline, workspace_room
 
 from . import plan, tcsolver, wti
 
@@ -64,7 +64,7 @@ class Im2colSolver:
 
     @hookimpl
     def is_applicable(self, problem, device, workspace_limit):
-        if (no := tcsolver.decline(self.math, device)) is not None:
+        if (no := tensor_core_decline(self.math, device)) is not None:
             return no
         if max(problem.ho * problem.wo, problem.h * problem.w) > _INT32:
             return Decline("a picture of more than 2^31 pixels (plane indices are 32-bit)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family
+from wticonv.runtime.kit import enqueue, kernel_family, tensor_core_decline
 
 from . import plan, tcsolver, wti
 
@@ -42,7 +42,7 @@ class OneByOneSolver:
     @hookimpl
     def is_applicable(self, problem, device):
         p = problem
-        if (no := tcsolver.decline(self.math, device)) is not None:
+        if (no := tensor_core_decline(self.math, device)) is not None:
             return no
         if p.r != 1 or p.s != 1:
             return Decline(f"only 1x1 filters (this one is {p.r}x{p.s})")

@@ -1,4 +1,5 @@
-"""What the GEMM solvers of each numerical class declare, and where they apply.
+"""What the GEMM solvers of each numerical class declare (where they decline: the core kit's
+:func:`wticonv.runtime.kit.tensor_core_decline`).
 
 A GEMM solver comes in three classes (``math``, wticonv.contract.answers.MATH_CLASSES):
 ``fp32`` runs the CUDA-core or CPU SGEMM everywhere; ``3xtf32`` and ``tf32`` run the
@@ -9,10 +10,9 @@ class appended (``gemm.1x1_3xtf32``).
 
 from __future__ import annotations
 
-from wticonv import Decline
-from wticonv.runtime.kit import TENSOR_CORE_SPEEDUP, tensor_core_decline
+from wticonv.runtime.kit import TENSOR_CORE_SPEEDUP
 
-__all__ = ["declare", "decline", "FP32_TOLERANCE"]
+__all__ = ["declare", "FP32_TOLERANCE"]
 
 #: rms_range against the float64 reference of the FP32 and 3xTF32 GEMMs (fp32 sums of up
 #: to C*R*S or N*Ho*Wo terms; 3xTF32 is held to FP32's tolerance). TF32 solvers declare
@@ -32,8 +32,3 @@ def declare(solver, base_id: str, math: str) -> None:
     solver.tolerance = None if math == "tf32" else FP32_TOLERANCE
     solver.max_wti = TENSOR_CORE_SPEEDUP[math]
 
-
-def decline(math: str, device) -> Decline | None:
-    """:func:`wticonv.runtime.kit.tensor_core_decline`: a Decline when class ``math``
-    needs tensor cores that ``device`` lacks, else None."""
-    return tensor_core_decline(math, device)

@@ -40,6 +40,12 @@ class TcConfig:
     efficiency: float
 
     @property
+    def label(self) -> str:
+        """``"BMxBNxWMxWNxBKxKFxSTAGES"``, as benchmarks/tc_gemm.py names tiles."""
+        return "x".join(str(v) for v in (self.bm, self.bn, self.wm, self.wn, self.bk,
+                                         self.kf, self.stages))
+
+    @property
     def threads(self) -> int:
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
 

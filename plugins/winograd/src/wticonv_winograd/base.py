@@ -72,16 +72,15 @@ class WinogradBase:
 
     ``math`` picks the batched multiply's numerical class: ``"fp32"`` (every device), or
     on GPUs with tensor cores (:func:`wticonv.runtime.kit.tensor_cores`) ``"3xtf32"``
-    (FP32-accurate: the FP32 solver's tolerance) and ``"tf32"`` (``tf32_tolerance``, ranked
-    only with ``allow_tf32``); their ids append the class (``winograd.f4x3_3xtf32``).
+    (FP32-accurate: the FP32 solver's tolerance) and ``"tf32"`` (the class's default
+    tolerance, ranked only with ``allow_tf32``); their ids append the class
+    (``winograd.f4x3_3xtf32``).
     """
 
     solver_id = ""
     math = "fp32"
     tolerance = None
     max_wti = 1.0
-    #: rms_range of the TF32 class (None: the class default, 4e-3).
-    tf32_tolerance = None
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
     #: The last :meth:`_layout` answer: ``(problem, device.info, kind, limit, answer)``.
@@ -98,7 +97,7 @@ class WinogradBase:
             self.max_wti = min(_MAX_WTI_LIMIT,
                                type(self).max_wti * TENSOR_CORE_SPEEDUP[math])
             if math == "tf32":
-                self.tolerance = self.tf32_tolerance
+                self.tolerance = None     # the class default (4e-3)
 
     def covers(self, problem):
         """The variant for ``problem``, or a :class:`wticonv.Decline` with the reason."""
