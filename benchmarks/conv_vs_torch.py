@@ -99,8 +99,7 @@ def main(argv=None) -> int:
 
     def gmean(values):
         values = list(values)
-        return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float(
-            "nan")
+        return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
     summary = {}
     for d in parse_directions(args.directions):
@@ -108,9 +107,10 @@ def main(argv=None) -> int:
         summary[d] = {"geomean_ratio": gmean(r["ratio"] for r in sel),
                       "geomean_ratio_1x1": gmean(r["ratio"] for r in sel if r["is_1x1"]),
                       "layers": len(sel)}
+        g1 = summary[d]["geomean_ratio_1x1"]
         print(f"{d}: geometric mean of ours/torch over {len(sel)} layers = "
               f"{summary[d]['geomean_ratio']:.3f}; over the 1x1 layers = "
-              f"{summary[d]['geomean_ratio_1x1']:.3f}")
+              + (f"{g1:.3f}" if g1 is not None else "- (none)"))
     allr = gmean(r["ratio"] for r in rows)
     print(f"all directions: geometric mean ours/torch = {allr:.3f}; failures: "
           f"{sum(not r['ok'] for r in rows)}")

@@ -101,6 +101,18 @@ def main(argv=None) -> int:
                     help="timed runs per kernel (default %(default)s)")
     ap.add_argument("--json", metavar="OUT.json", help="write every figure here")
     args = ap.parse_args(argv)
+    classes = args.classes.split(",")
+    for c in classes:
+        if c not in TC_CONFIGS:
+            raise SystemExit(f"tc_gemm: no class {c!r}; use {', '.join(TC_CONFIGS)}")
+    given = [parse_config(c) for c in args.configs.split(",")] if args.configs else None
+    try:     # the arguments first: a typo should not wait for the device and PyTorch
+        sizes = [tuple(int(v) for v in size.lower().split("x")) for size in
+                 args.sizes.split(",")]
+    except ValueError:
+        ap.error(f"--sizes {args.sizes!r}: give MxNxK triples, e.g. 4096x4096x4096")
+    if any(len(t) != 3 or min(t) < 1 for t in sizes):
+        ap.error(f"--sizes {args.sizes!r}: give MxNxK triples of positive sizes")
     try:
         handle = wticonv.Handle("gpu")
     except wticonv.WticonvError as e:
@@ -111,15 +123,10 @@ def main(argv=None) -> int:
         sys.exit(f"tc_gemm: {dev.info.name} ({dev.info.platform}) has no tensor cores this "
                  "kernel reaches: it needs NVIDIA's OpenCL on compute capability 8.0+")
     torch = load_torch(handle)
-    classes = args.classes.split(",")
-    for c in classes:
-        if c not in TC_CONFIGS:
-            raise SystemExit(f"tc_gemm: no class {c!r}; use {', '.join(TC_CONFIGS)}")
-    given = [parse_config(c) for c in args.configs.split(",")] if args.configs else None
+
     rng = np.random.default_rng(0)
     out = []
-    for size in args.sizes.split(","):
-        M, N, K = (int(v) for v in size.lower().split("x"))
+    for M, N, K in sizes:
         flops = 2.0 * M * N * K
         A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
         B = rng.uniform(-1, 1, (K, N)).astype(np.float32)

@@ -192,6 +192,11 @@ def test_bench_says_so_when_a_forced_solver_declines_every_layer(handle, capsys)
     assert "nothing ran: gemm.1x1_3xtf32 declined every layer" in out
     assert out.count("compute capability 8.0") == 1 and "note 2" not in out
     assert "0 runs done" in out and "all layers verified" not in out
+    rc = main(["bench", "resnet50", "-n", "1", "--directions", "fwd", "-i", "1",
+               "-S", "gemm.1x1_3xtf32", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and data["allow_tf32"] is False
+    assert {r["math"] for r in data["rows"]} == {"3xtf32"}
 
 
 def _benchmark_module(name: str):

@@ -311,6 +311,7 @@ def run_bench(handle: Handle, network: Network, directions: Sequence[str] = DIRE
             row.ok = False
             if e.declined is not None:
                 row.declined, row.solver, row.message = True, solver, f"declined: {e.declined}"
+                row.math = handle.registry.get(solver).math
             else:
                 row.message = one_line(e)
         except WticonvError as e:

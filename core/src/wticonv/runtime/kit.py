@@ -124,8 +124,8 @@ def tensor_core_decline(math: str, device):
         return None
     return Decline("computes on tensor cores: needs NVIDIA's OpenCL on a GPU of compute "
                    f"capability 8.0 or newer ({device.info.name} is not one; `wticonv "
-                   "devices` shows each device's tensor cores); the FP32 solver, its id "
-                   "without the class suffix, runs on any device")
+                   "devices` shows each device's tensor cores); the same solver id without its "
+                   "_3xtf32 or _tf32 ending computes in FP32 on any device")
 
 
 #: Workspace cap of chunking solvers without a caller's limit: 1 GiB and an eighth of the
