@@ -1,7 +1,8 @@
 """Tensor-core SGEMM (kernels/nv/sgemm_tc.cl, 3xTF32 and TF32) against cuBLAS, same run.
 
     python benchmarks/tc_gemm.py [--sizes 4096x4096x4096,2048x4096x2048] [-i 20]
-        [--classes 3xtf32,tf32] [--configs 128x128x64x32x16x16x3,...] [--json OUT.json]
+        [--classes 3xtf32,tf32] [--configs 128x128x64x32x16x16x3,wg128x128x64x2,...]
+        [--json OUT.json]
 
 Issue #19's GEMM targets: 3xTF32 at least 1.5x cuBLAS FP32's speed with a max relative
 error against float64 no worse than cuBLAS FP32's; TF32 at least 0.8x cuBLAS TF32's.
@@ -34,11 +35,21 @@ from wticonv_gemm.tensorcore import TC_CONFIGS
 
 
 def parse_config(text: str) -> TcConfig:
-    """'128x128x64x32x16x16x3' -> TcConfig(128, 128, 64, 32, 16, 16, 3) (efficiency 0:
-    not used when timing)."""
-    sizes = [int(v) for v in text.lower().split("x")]
-    if len(sizes) != 7:
-        raise SystemExit(f"tc_gemm: config {text!r} needs BMxBNxWMxWNxBKxKFxSTAGES")
+    """'128x128x64x32x16x16x3' -> TcConfig(128, 128, 64, 32, 16, 16, 3), and the wgmma
+    kernel's 'wg128x128x32x3' -> TcConfig(128, 128, 128, 64, 32, 32, 3, engine="wgmma")
+    (efficiency 0: not used when timing)."""
+    text = text.lower()
+    wg = text.startswith("wg")
+    try:
+        sizes = [int(v) for v in text[2 * wg:].split("x")]
+    except ValueError:
+        sizes = []
+    if wg and len(sizes) == 4:
+        bm, bn, bk, stages = sizes
+        return TcConfig(bm, bn, bm, 64, bk, bk, stages, efficiency=0.0, engine="wgmma")
+    if wg or len(sizes) != 7:
+        raise SystemExit(f"tc_gemm: config {text!r} needs BMxBNxWMxWNxBKxKFxSTAGES "
+                         "(mma.sync) or wgBMxBNxBKxSTAGES (wgmma)")
     return TcConfig(*sizes, efficiency=0.0)
 
 
@@ -94,7 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="4096x4096x4096,2048x4096x2048",
                     help="comma-separated MxNxK (default %(default)s)")
     ap.add_argument("--configs", help="comma-separated tile configurations "
-                    "BMxBNxWMxWNxBKxKFxSTAGES (default: each class's TC_CONFIGS)")
+                    "BMxBNxWMxWNxBKxKFxSTAGES, or wgBMxBNxBKxSTAGES for the wgmma kernel "
+                    "(default: each class's TC_CONFIGS)")
     ap.add_argument("--classes", default="3xtf32,tf32",
                     help="comma-separated classes, 3xtf32 and/or tf32 (default %(default)s)")
     ap.add_argument("-i", "--iterations", type=int, default=20,

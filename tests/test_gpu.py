@@ -55,14 +55,19 @@ def _tc_handle(gpu_handle):
 
 
 def test_tensor_core_gemm_classes(gpu_handle):
-    """kernels/nv/sgemm_tc.cl on NVIDIA's OpenCL (compute capability 8.0+), through the
+    """kernels/nv/sgemm_tc.cl on NVIDIA's OpenCL (compute capability 8.0+), and
+    kernels/nv/sgemm_wg.cl on 9.0 (its PTX undeferred, wticonv.runtime.ptx), through the
     plugin's launch plan: 3xTF32 is as accurate as an FP32 product, TF32 is not (10-bit
     mantissa), both against float64; every configuration, with 16-byte loads (K = 272)
     and element loads (K = 271, rows not 16-byte aligned), sizes past the tiles."""
     import pyopencl as cl
-    from wticonv_gemm.tensorcore import TC_CONFIGS
+    from wticonv.runtime.kit import wgmma
+    from wticonv_gemm.tensorcore import TC_CONFIGS, WG_CONFIGS
 
     dev = _tc_handle(gpu_handle).device
+    # the warpgroup kernel (kernels/nv/sgemm_wg.cl) too, on compute capability 9.0
+    configs = {math: TC_CONFIGS[math] + (WG_CONFIGS[math] if wgmma(dev) else ())
+               for math in TC_CONFIGS}
     import sys
     from pathlib import Path
 
@@ -79,7 +84,7 @@ def test_tensor_core_gemm_classes(gpu_handle):
                 "c": cl.Buffer(dev.context, mf.READ_WRITE, 4 * M * N)}
         rows = np.arange(M)
         err = {math: [tc_gemm.rel_error(tc_gemm.ours(dev, bufs, M, N, K, cfg, math, 1)[1],
-                                        A, B, rows) for cfg in TC_CONFIGS[math]]
+                                        A, B, rows) for cfg in configs[math]]
                for math in ("3xtf32", "tf32")}
         # cuBLAS FP32 measured 2.1-2.6e-6 at K = 2048-4096
         # (benchmarks/results/tc-gemm-h200.txt); TF32 rounds each operand to 11

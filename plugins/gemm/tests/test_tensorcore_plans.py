@@ -152,3 +152,20 @@ def test_plain_matrix_op_reaches_16_byte_loads():
     odd = GemmOp(256, 384, 271, a=Operand("a", ms=271, ks=1),
                  b=Operand("b", ks=384, cols=ColMap()), c=Operand("c", ms=384, cols=ColMap()))
     assert _macros(gemm_launch(odd, "gpu", 132, math="tf32"))["VEC"] == 0
+
+
+def test_warpgroup_tiles_plan_the_wgmma_kernel():
+    # kernels/nv/sgemm_wg.cl: one warpgroup (128 threads) per 64 columns, wgmma's N = bm
+    op = GemmOp(4096, 4096, 4096, a=Operand("a", ms=4096, ks=1),
+                b=Operand("b", ks=4096, cols=ColMap()), c=Operand("c", ms=4096, cols=ColMap()))
+    for math, (cfg,) in tensorcore.WG_CONFIGS.items():
+        assert cfg.engine == "wgmma" and cfg.threads == 128 * cfg.bn // 64
+        launch = gemm_launch(op, "gpu", 132, math=math, tc=cfg)
+        assert (launch.file, launch.kernel) == ("nv/sgemm_wg.cl", "sgemm_wg")
+        assert launch.local_size == (cfg.threads, 1, 1)
+        assert launch.global_size == (4096 // cfg.bn * cfg.threads, 4096 // cfg.bm, 1)
+        assert f"-DWG_BM={cfg.bm} -DWG_NWG={cfg.bn // 64}" in launch.options
+        assert f"-DWG_SPLIT={int(math == '3xtf32')} -DWG_VEC=1" in launch.options
+        assert cfg.label == f"wg{cfg.bm}x{cfg.bn}x{cfg.bk}x{cfg.stages}"
+    # the default plan stays on the mma.sync kernel
+    assert gemm_launch(op, "gpu", 132, math="3xtf32").file == "nv/sgemm_tc.cl"

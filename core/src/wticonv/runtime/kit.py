@@ -43,7 +43,7 @@ from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
-           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
+           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP", "wgmma",
            "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
            "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
@@ -105,6 +105,22 @@ def tensor_cores_of(info, cl_device) -> bool:
     try:
         return int(cl_device.compute_capability_major_nv) >= 8
     except Exception:  # noqa: BLE001 - no such attribute or extension: no tensor cores
+        return False
+
+
+def wgmma(device) -> bool:
+    """Whether ``device`` runs the warpgroup tensor-core kernels (``kernels/nv/`` files
+    that use ``wgmma``, built through :mod:`wticonv.runtime.ptx`): NVIDIA's OpenCL on a
+    GPU of compute capability 9.0 exactly (Hopper: H100, H200). ``sm_90a``'s instructions
+    run on no other architecture, newer ones included (PTX ISA, "architecture-specific
+    features")."""
+    info, cl_device = device.info, getattr(device, "cl_device", None)
+    if not tensor_cores_of(info, cl_device):
+        return False
+    try:
+        return (int(cl_device.compute_capability_major_nv),
+                int(cl_device.compute_capability_minor_nv)) == (9, 0)
+    except Exception:  # noqa: BLE001 - no such attribute: not a Hopper
         return False
 
 

@@ -20,6 +20,7 @@ import pyopencl as cl
 
 from wticonv.errors import KernelBuildError, StoreError
 from wticonv.runtime.isolation import isolation_enabled
+from wticonv.runtime.ptx import deferred, undefer
 
 __all__ = ["ProgramCache", "BuildCounters"]
 
@@ -110,6 +111,7 @@ class ProgramCache:
             prg = self._load_binary(key, options, source)
             if prg is None:
                 prg, binary = self._build_cold(source, options)
+                prg, binary = self._undefer(prg, binary, source, options)
                 _check_kernels(prg, source, self.device, options)
                 self.counters.source_builds += 1
                 if self.store is not None:
@@ -138,6 +140,27 @@ class ProgramCache:
                 except (cl.Error, RuntimeError):
                     pass    # a binary this context cannot load: build here (it builds)
         return self._build_source(source, options), None
+
+    def _undefer(self, prg: cl.Program, binary: bytes | None, source: str, options: str
+                 ) -> tuple[cl.Program, bytes | None]:
+        """A program whose PTX has deferred lines (:mod:`wticonv.runtime.ptx`) rebuilt
+        from its undeferred PTX, with that PTX as its binary; any other as it is."""
+        if "//@" not in source:
+            return prg, binary
+        try:
+            if binary is None:
+                binary = bytes(prg.get_info(cl.program_info.BINARIES)[0])
+        except cl.Error:
+            return prg, binary
+        if not deferred(binary):
+            return prg, binary
+        ptx = undefer(binary)
+        try:
+            return _from_binary(self.context, self.device, ptx, options, source), ptx
+        except (cl.Error, RuntimeError) as e:
+            raise KernelBuildError(
+                f"OpenCL program failed to build on {self.device.name.strip()} from its "
+                f"undeferred PTX (options {options!r}):\n{e}") from None
 
     def _load_binary(self, key: str, options: str, source: str) -> cl.Program | None:
         if self.store is None:

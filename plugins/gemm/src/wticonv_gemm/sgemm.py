@@ -321,7 +321,8 @@ def _tc_launch(op: GemmOp, math: str, compute_units: int, cfg: TcConfig | None) 
                                    compute_units, vec, b_kfast, k_term=op.K)
     grid = (-(-op.N // cfg.bn) * cfg.threads, -(-op.M // cfg.bm), op.groups * op.splits)
     options = cfg.options(math == "3xtf32", vec, a_kfast, b_kfast, _c_pairs(op))
-    return KERNELS.launch("nv/sgemm_tc.cl", "sgemm_tc", options, grid, (cfg.threads, 1, 1),
+    path, name = cfg.kernel
+    return KERNELS.launch(path, name, options, grid, (cfg.threads, 1, 1),
                           lambda: _gpu_args(op, nbs), op.flops, eff, _traffic(op))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["TcConfig", "TC_CONFIGS", "tc_config", "tc_efficiency", "tc_vec_ok",
+__all__ = ["TcConfig", "TC_CONFIGS", "WG_CONFIGS", "tc_config", "tc_efficiency", "tc_vec_ok",
            "ELEMENT_LOADS_FACTOR", "B_KFAST_FACTOR"]
 
 
@@ -38,16 +38,33 @@ class TcConfig:
     #: Fraction of the FP32 peak of a full wave of whole tiles with no fill and drain
     #: (from a 4096^3 GEMM's measured rate: see :data:`TC_CONFIGS`).
     efficiency: float
+    #: ``"mma"``: warp-level mma.sync (kernels/nv/sgemm_tc.cl, compute capability 8.0 and
+    #: newer); ``"wgmma"``: warpgroup-level wgmma (kernels/nv/sgemm_wg.cl, compute
+    #: capability 9.0 only), where ``wm`` = ``bm`` (wgmma's N), ``wn`` = 64 (one
+    #: warpgroup's columns) and ``kf`` = ``bk``.
+    engine: str = "mma"
 
     @property
     def label(self) -> str:
-        """``"BMxBNxWMxWNxBKxKFxSTAGES"``, as benchmarks/tc_gemm.py names tiles."""
+        """``"BMxBNxWMxWNxBKxKFxSTAGES"`` (wgmma: ``"wgBMxBNxBKxSTAGES"``), as
+        benchmarks/tc_gemm.py names tiles."""
+        if self.engine == "wgmma":
+            return "wg" + "x".join(str(v) for v in (self.bm, self.bn, self.bk, self.stages))
         return "x".join(str(v) for v in (self.bm, self.bn, self.wm, self.wn, self.bk,
                                          self.kf, self.stages))
 
     @property
     def threads(self) -> int:
+        if self.engine == "wgmma":
+            return 128 * (self.bn // 64)
         return 32 * (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def kernel(self) -> tuple[str, str]:
+        """(kernel file, kernel name) of this tile's engine."""
+        if self.engine == "wgmma":
+            return "nv/sgemm_wg.cl", "sgemm_wg"
+        return "nv/sgemm_tc.cl", "sgemm_tc"
 
     def options(self, split: bool, vec: bool, a_kfast: bool, b_kfast: bool,
                 c_pairs: bool = False) -> str:
@@ -59,6 +76,10 @@ class TcConfig:
 @lru_cache(maxsize=128)
 def _options(cfg: TcConfig, split: bool, vec: bool, a_kfast: bool, b_kfast: bool,
              c_pairs: bool) -> str:
+    if cfg.engine == "wgmma":
+        return (f"-DWG_BM={cfg.bm} -DWG_NWG={cfg.bn // 64} -DWG_BK={cfg.bk} "
+                f"-DWG_STAGES={cfg.stages} -DWG_SPLIT={int(split)} -DWG_VEC={int(vec)} "
+                f"-DWG_A_KFAST={int(a_kfast)} -DWG_B_KFAST={int(b_kfast)}")
     return (f"-DTC_BM={cfg.bm} -DTC_BN={cfg.bn} -DTC_WM={cfg.wm} -DTC_WN={cfg.wn} "
             f"-DTC_BK={cfg.bk} -DTC_KF={cfg.kf} -DTC_STAGES={cfg.stages} "
             f"-DTC_SPLIT={int(split)} -DTC_VEC={int(vec)} -DTC_A_KFAST={int(a_kfast)} "
@@ -83,6 +104,25 @@ TC_CONFIGS: dict[str, tuple[TcConfig, ...]] = {
         TcConfig(64, 128, 32, 64, 32, 32, 3, efficiency=1.636),
         TcConfig(64, 64, 32, 32, 32, 32, 3, efficiency=1.319),
     ),
+}
+#: Tiles of the warpgroup kernel (kernels/nv/sgemm_wg.cl, compute capability 9.0 only:
+#: :func:`wticonv.runtime.kit.wgmma`), per class. Measured on the H200
+#: (benchmarks/results/tc-gemm-wgmma-h200.txt): 3xTF32 54.0 TFLOP/s at 4096^3 and 51.0
+#: at 2048x4096x2048 (1.05x and 1.01x cuBLAS FP32, errors 5.4e-7 and 5.8e-7), against
+#: 51.5 and 50.3 for mma.sync's best; TF32 98.9 and 92.0, where mma.sync's best runs at
+#: 138.1 and 127.7. The 64-k tiles ran faster (3xTF32 56.1 and 54.5) but failed
+#: tests/test_gpu.py's element-load case in 3xTF32 (error 5.7e-5 on 250x301x271), cause
+#: not found. Not yet offered to :func:`tc_config`: on five convolution-shaped GEMMs the
+#: 3xTF32 tile ran 0.79-1.09x the speed of mma.sync's best tile for each (the 64-k tile
+#: 0.82-1.17x; tc-gemm-wgmma-shapes-3xtf32-h200.txt), and the efficiency model is not
+#: fitted to it. Its load path (cp.async through every thread,
+#: one wgmma group in flight) holds it to a fifth of the 482 TFLOP/s that wgmma reaches
+#: on operands already in local memory (benchmarks/results/wgmma-probe-h200.txt).
+#: Efficiencies are the 4096^3 rates over the 62.6 TFLOP/s FP32 peak, divided by waves
+#: and kfill as above.
+WG_CONFIGS: dict[str, tuple[TcConfig, ...]] = {
+    "3xtf32": (TcConfig(128, 128, 128, 64, 32, 32, 2, efficiency=0.897, engine="wgmma"),),
+    "tf32": (TcConfig(256, 128, 256, 64, 32, 32, 3, efficiency=1.642, engine="wgmma"),),
 }
 #: Element-by-element loads (4-byte cp.async: operands not 16-byte aligned, strided or
 #: small pictures) against 16-byte ones: fitted to the 38 layers of ResNet-50 at N=32

@@ -1,0 +1,373 @@
+/* Tensor-core SGEMM for NVIDIA GPUs of compute capability 9.0 (Hopper) through the
+ * warpgroup instructions wgmma.mma_async (TF32 operands, FP32 accumulators), with
+ * cp.async copies from global to local memory. It computes what sgemm_tc.cl computes,
+ * with the same arguments (GEMM_GPU_PARAMS, gemm_common.h), in the same two numerical
+ * classes (WG_SPLIT: 0 tf32, 1 3xtf32; see sgemm_tc.cl for the split and for why each
+ * batch of products goes to a fresh accumulator).
+ *
+ * Building: NVIDIA's OpenCL compiler targets sm_90, and ptxas refuses wgmma there (it
+ * needs sm_90a). So every wgmma and async-proxy instruction is written behind WG_DEFER,
+ * "//@", which makes it a PTX comment (inline asm substitutes the operands' registers in
+ * comments too); the program cache (wticonv.runtime.ptx) finds the marker in the PTX the
+ * compiler returns, removes it, retargets the PTX to sm_90a and builds that. On the H200:
+ * 482 TFLOP/s of raw wgmma TF32 throughput against 321 for mma.sync
+ * (benchmarks/results/wgmma-probe-h200.txt).
+ *
+ * Roles: wgmma multiplies D (64 x WN) = Aw (64 x 8) . Bw (8 x WN), Aw in registers and
+ * Bw in local memory, which for TF32 must be K-major (k contiguous). Here Aw is B^T (64 of
+ * our columns n, loaded into registers from a row-major k x n tile, any layout will do)
+ * and Bw is A^T (WG_BM of our rows m, k contiguous in local memory): D = C^T. So each
+ * warpgroup owns 64 columns x WG_BM rows of C, and the work-group WG_NWG warpgroups side
+ * by side along n: BN = 64 x WG_NWG columns.
+ *
+ * Local tiles: A in wgmma's no-swizzle K-major layout, 8 x 4 "core matrices" of 16-byte
+ * rows, element (m, k) at float (m / 8) * WG_BK * 8 + (k / 4) * 32 + (m % 8) * 4 + k % 4:
+ * core matrices next along k 128 bytes apart (the descriptor's leading byte offset),
+ * next along m WG_BK * 32 bytes apart (its stride byte offset). Measured on the H200 with
+ * a 64x8x8 product (wgmma-probe-h200.txt). B row-major, rows padded to BN + 8 words so
+ * that a warp's fragment loads hit 32 distinct banks. In 3xTF32 each thread splits the A
+ * elements it copied, once they land: the tile keeps the high parts and a second tile the
+ * low parts; the B fragments are split in registers. In TF32 the A elements are rounded
+ * in place (WG_ROUND), as cvt.rna rounds the register operand.
+ *
+ * Fragment layouts (PTX ISA, wgmma .m64nNk8 with .tf32, warp w of the warpgroup holding
+ * rows 16w to 16w + 15; gr = lane / 4, tq = lane % 4): A a0 (gr, tq), a1 (gr + 8, tq),
+ * a2 (gr, tq + 4), a3 (gr + 8, tq + 4); D d[4j + 2h + e] at row gr + 8h, column
+ * 8j + 2tq + e.
+ *
+ * Launch: local size (THREADS, 1, 1), THREADS = 128 x WG_NWG; global size
+ * (THREADS * ceil(N / BN), ceil(M / WG_BM), G * S).
+ */
+
+#ifndef WG_BM
+#define WG_BM 128       /* work-group rows of C = wgmma's N: 64, 128 or 256 */
+#endif
+#ifndef WG_NWG
+#define WG_NWG 2        /* warpgroups, side by side along n (64 columns each): 1 or 2 */
+#endif
+#ifndef WG_BK
+#define WG_BK 32        /* k per local tile (multiple of 8); one fresh accumulator each */
+#endif
+#ifndef WG_STAGES
+#define WG_STAGES 3     /* local tiles in flight (cp.async pipeline depth), at least 2 */
+#endif
+#ifndef WG_SPLIT
+#define WG_SPLIT 1      /* 1: 3xTF32 (FP32-accurate), 0: TF32 */
+#endif
+#ifndef WG_ROUND
+#define WG_ROUND 1      /* TF32 only: 1 rounds the A tile to TF32 (cvt.rna) in place;
+                           0 leaves the tensor cores to drop its low bits */
+#endif
+#ifndef WG_VEC
+#define WG_VEC 0        /* 1: 16-byte loads (A along k, B along n), as TC_VEC in sgemm_tc */
+#endif
+#ifndef WG_A_KFAST
+#define WG_A_KFAST 1    /* element loads: 1 when A is contiguous along k, 0 along m */
+#endif
+#ifndef WG_B_KFAST
+#define WG_B_KFAST 0    /* element loads: 1 when B is contiguous along k, 0 along n */
+#endif
+#ifndef WG_DEFER
+#define WG_DEFER "//@"  /* see above: the host uncomments these lines */
+#endif
+
+#include "gemm_common.h"
+#include "wgmma_ops.h"
+
+#define BN (64 * WG_NWG)
+#define THREADS (128 * WG_NWG)
+#define KSTEPS (WG_BK / 8)
+#define ND (WG_BM / 2)                            /* accumulators per thread */
+#define A_TILE (WG_BM * WG_BK)                    /* floats, no padding */
+#define BS_LD (BN + 8)
+#define B_TILE (WG_BK * BS_LD)
+#define SBO_BYTES (WG_BK * 32)
+#if WG_VEC
+#define A_LOADS (WG_BM * WG_BK / 4 / THREADS)     /* 16-byte loads per thread and tile */
+#define B_LOADS (WG_BK * BN / 4 / THREADS)
+#define A_STEP (4 * THREADS / WG_BK)              /* rows between one thread's A loads */
+#define B_STEP (4 * THREADS / BN)                 /* k between one thread's B loads */
+#else
+#define A_LOADS (WG_BM * WG_BK / THREADS)         /* element loads per thread and tile */
+#define B_LOADS (WG_BK * BN / THREADS)
+#endif
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+#if WG_BM == 64
+#define WG_MMA WG_MMA_64
+#elif WG_BM == 128
+#define WG_MMA WG_MMA_128
+#elif WG_BM == 256
+#define WG_MMA WG_MMA_256
+#else
+#error "sgemm_wg: WG_BM must be 64, 128 or 256"
+#endif
+#if WG_BK % 8 || (WG_NWG != 1 && WG_NWG != 2) || WG_STAGES < 2
+#error "sgemm_wg: WG_BK must be a multiple of 8, WG_NWG 1 or 2, WG_STAGES at least 2"
+#endif
+#if A_LOADS < 1 || B_LOADS < 1 || (WG_BM * WG_BK) % THREADS || (WG_BK * BN) % THREADS
+#error "sgemm_wg: each thread must load a whole number of each tile's elements"
+#endif
+#if WG_VEC && ((4 * THREADS) % WG_BK || (4 * THREADS) % BN || (THREADS / 8) % (WG_BK / 4))
+#error "sgemm_wg: with WG_VEC, 4 x THREADS must be a multiple of WG_BK and of BN, THREADS / 8 of WG_BK / 4"
+#endif
+#if !WG_VEC && (THREADS % WG_BK || THREADS % WG_BM || THREADS % BN)
+#error "sgemm_wg: THREADS must be a multiple of WG_BK, WG_BM and BN"
+#endif
+
+inline uint to_tf32(float x)
+{
+    uint r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* The shared-window address of a local pointer, as cp.async and descriptors take it. */
+inline uint smem(__local const float *p) { return (uint)(size_t)p; }
+
+/* wgmma's shared-memory matrix descriptor (PTX ISA, "matrix descriptor"): start address,
+ * leading and stride byte offsets, each in 16-byte units; no swizzle. */
+inline ulong wg_desc(__local const float *p)
+{
+    return (ulong)((smem(p) >> 4) & 0x3FFF) | ((ulong)(128 >> 4) << 16)
+         | ((ulong)((SBO_BYTES >> 4) & 0x3FFF) << 32);
+}
+
+/* Local float index of A's element (m, k) in the core-matrix layout above. */
+#define A_AT(m, k) (((m) >> 3) * (WG_BK * 8) + ((k) >> 2) * 32 + ((m) & 7) * 4 + ((k) & 3))
+
+#define CP4(dst, src, ok)                                                                \
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"                          \
+                 :: "r"(smem(dst)), "l"(src), "r"((ok) ? 4 : 0))
+#define CP16(dst, src, bytes)                                                            \
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"                         \
+                 :: "r"(smem(dst)), "l"(src), "r"(bytes))
+
+#if WG_SPLIT
+#define SPLIT(hi, lo, x) { hi = to_tf32(x); lo = to_tf32((x) - as_float(hi)); }
+#else
+#define SPLIT(hi, lo, x) { hi = to_tf32(x); }
+#endif
+
+__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
+void sgemm_wg(GEMM_GPU_PARAMS)
+{
+    __local float as[WG_STAGES * A_TILE] __attribute__((aligned(128)));
+    __local float bs[WG_STAGES * B_TILE] __attribute__((aligned(16)));
+#if WG_SPLIT
+    __local float al[A_TILE] __attribute__((aligned(128)));
+#endif
+    const int tid = get_local_id(0);
+    const int lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
+    const int gr = lane >> 2, tq = lane & 3;
+    const int m0 = get_group_id(1) * WG_BM, n0 = get_group_id(0) * BN;
+    const int wn = 64 * wg + 16 * warp;           /* this warp's first column in the tile */
+    const int gz = get_group_id(2);
+    const long grp = gz % G;
+    const int split = gz / G;
+    const int b_lo = split * NBS, b_hi = min(NB, b_lo + NBS);
+    const __global float *Ag = A + a_off + grp * a_gs;
+    const __global float *Bg = B + b_off + grp * b_gs;
+    const int ktiles = (K + WG_BK - 1) / WG_BK;
+    const int steps = max(b_hi - b_lo, 0) * ktiles;
+
+#if WG_VEC
+    /* 16-byte chunk c of the A tile: row 8 (c / 8 / KC) + c % 8, k 4 ((c / 8) % KC), so
+     * that 8 neighbouring threads fill the 8 rows of one core matrix, 32 distinct banks */
+    const int a_k = 4 * ((tid >> 3) % (WG_BK / 4)), a_m = 8 * ((tid >> 3) / (WG_BK / 4)) + (tid & 7);
+    const int b_n = 4 * (tid % (BN / 4)), b_k = tid / (BN / 4);
+    long a_pos[A_LOADS];
+    #pragma unroll
+    for (int v = 0; v < A_LOADS; ++v)
+        a_pos[v] = (long)min(m0 + a_m + v * A_STEP, M - 1) * a_ms + a_k;
+    const int b_cols = 4 * clamp(N - (n0 + b_n), 0, 4);        /* bytes of a full row */
+    const long b_pos = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
+#define A_M(v) (a_m + (v) * A_STEP)
+#define A_K(v) a_k
+#else
+#if WG_A_KFAST
+    /* element e of the A tile: k 4 ((e / 32) % KC) + e % 4, row 8 (e / 32 / KC) + (e / 4) % 8:
+     * a warp's 32 copies land in 32 distinct banks */
+#define A_E(v) (tid + (v) * THREADS)
+#define A_M(v) (8 * ((A_E(v) >> 5) / (WG_BK / 4)) + ((A_E(v) >> 2) & 7))
+#define A_K(v) (4 * ((A_E(v) >> 5) % (WG_BK / 4)) + (A_E(v) & 3))
+#else
+    const int a_m = tid % WG_BM, a_k = tid / WG_BM;
+#define A_M(v) a_m
+#define A_K(v) (a_k + (v) * (THREADS / WG_BM))
+#endif
+#if WG_B_KFAST
+    const int b_k = tid % WG_BK, b_n = tid / WG_BK;
+#define B_N(v) (b_n + (v) * (THREADS / WG_BK))
+#define B_K(v) b_k
+    long b_pos[B_LOADS];
+    #pragma unroll
+    for (int v = 0; v < B_LOADS; ++v)
+        b_pos[v] = gemm_col(min(n0 + B_N(v), N - 1), bP, bWo, bns, bhs, bws);
+#define B_POS(v) b_pos[v]
+#else
+    const int b_n = tid % BN, b_k = tid / BN;
+#define B_N(v) b_n
+#define B_K(v) (b_k + (v) * (THREADS / BN))
+    const long b_col = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
+#define B_POS(v) b_col
+#endif
+#endif
+
+    /* Issues the copies of step t into local tile t % WG_STAGES and closes a cp.async
+     * group (empty past the last step, so the wait counts stay right). */
+#if WG_VEC
+#define ISSUE(t)                                                                         \
+    if ((t) < steps) {                                                                   \
+        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * WG_BK;                \
+        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
+        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2 + k0_;                 \
+        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
+        __local float *as_ = as + ((t) % WG_STAGES) * A_TILE;                            \
+        __local float *bs_ = bs + ((t) % WG_STAGES) * B_TILE;                            \
+        const int a_bytes = 4 * clamp(K - (k0_ + a_k), 0, 4);                            \
+        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
+            const int m_ = A_M(v);                                                       \
+            CP16(as_ + A_AT(m_, a_k), Ab_ + a_pos[v], m0 + m_ < M ? a_bytes : 0);        \
+        }                                                                                \
+        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
+            const int k_ = b_k + v * B_STEP;                                             \
+            const int kk_ = min(k0_ + k_, K - 1);                                        \
+            CP16(bs_ + k_ * BS_LD + b_n, Bb_ + kk_ * b_ks + b_pos,                       \
+                 k0_ + k_ < K ? b_cols : 0);                                             \
+        }                                                                                \
+    }                                                                                    \
+    asm volatile("cp.async.commit_group;");
+#else
+#define ISSUE(t)                                                                         \
+    if ((t) < steps) {                                                                   \
+        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * WG_BK;                \
+        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
+        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2;                       \
+        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
+        __local float *as_ = as + ((t) % WG_STAGES) * A_TILE;                            \
+        __local float *bs_ = bs + ((t) % WG_STAGES) * B_TILE;                            \
+        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
+            const int m_ = m0 + A_M(v), k_ = k0_ + A_K(v);                               \
+            CP4(as_ + A_AT(A_M(v), A_K(v)),                                              \
+                Ab_ + (long)min(m_, M - 1) * a_ms + (long)min(k_, K - 1) * a_ks,         \
+                m_ < M && k_ < K);                                                       \
+        }                                                                                \
+        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
+            const int n_ = n0 + B_N(v), k_ = k0_ + B_K(v);                               \
+            CP4(bs_ + B_K(v) * BS_LD + B_N(v),                                           \
+                Bb_ + (long)min(k_, K - 1) * b_ks + B_POS(v), n_ < N && k_ < K);         \
+        }                                                                                \
+    }                                                                                    \
+    asm volatile("cp.async.commit_group;");
+#endif
+
+    float acc[ND];
+    #pragma unroll
+    for (int i = 0; i < ND; ++i)
+        acc[i] = 0.0f;
+#if WG_SPLIT
+    float p[ND];
+    #pragma unroll
+    for (int i = 0; i < ND; ++i)
+        p[i] = 0.0f;
+#endif
+
+    #pragma unroll
+    for (int s = 0; s < WG_STAGES - 1; ++s) {
+        ISSUE(s)
+    }
+    for (int t = 0; t < steps; ++t) {
+        asm volatile("cp.async.wait_group " STR(WG_STAGES - 2) ";");
+        __local float *at = as + (t % WG_STAGES) * A_TILE;
+        /* this thread's A elements of tile t have landed: split (or round) them */
+#if WG_SPLIT || WG_ROUND
+#if WG_VEC
+        #pragma unroll
+        for (int v = 0; v < A_LOADS; ++v) {
+            __local float *x = at + A_AT(A_M(v), a_k);
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                uint hi, lo;
+                SPLIT(hi, lo, x[e])
+                x[e] = as_float(hi);
+#if WG_SPLIT
+                al[A_AT(A_M(v), a_k) + e] = as_float(lo);
+#endif
+            }
+        }
+#else
+        #pragma unroll
+        for (int v = 0; v < A_LOADS; ++v) {
+            const int i = A_AT(A_M(v), A_K(v));
+            uint hi, lo;
+            SPLIT(hi, lo, at[i])
+            at[i] = as_float(hi);
+#if WG_SPLIT
+            al[i] = as_float(lo);
+#endif
+        }
+#endif
+#endif
+        /* local writes become visible to wgmma (the async proxy), then to everyone */
+        asm volatile(WG_DEFER "fence.proxy.async.shared::cta;\n" ::: "memory");
+        barrier(CLK_LOCAL_MEM_FENCE);
+        ISSUE(t + WG_STAGES - 1)
+        __local const float *bt = bs + (t % WG_STAGES) * B_TILE;
+        uint fh[KSTEPS][4];
+#if WG_SPLIT
+        uint fl[KSTEPS][4];
+#endif
+        #pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+            const int c = (8 * ks + tq) * BS_LD + wn + gr;
+            SPLIT(fh[ks][0], fl[ks][0], bt[c])
+            SPLIT(fh[ks][1], fl[ks][1], bt[c + 8])
+            SPLIT(fh[ks][2], fl[ks][2], bt[c + 4 * BS_LD])
+            SPLIT(fh[ks][3], fl[ks][3], bt[c + 4 * BS_LD + 8])
+        }
+        asm volatile(WG_DEFER "wgmma.fence.sync.aligned;\n" ::: "memory");
+        #pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+            /* core matrices of k 8ks to 8ks + 7: 2 x 128 bytes along k per step */
+            const ulong dh = wg_desc(at + ks * 64);
+#if WG_SPLIT
+            const ulong dl = wg_desc(al + ks * 64);
+            WG_MMA(p, fl[ks], dh, ks > 0);        /* small terms first, fresh at ks 0 */
+            WG_MMA(p, fh[ks], dl, 1);
+            WG_MMA(p, fh[ks], dh, 1);
+#else
+            WG_MMA(acc, fh[ks], dh, 1);
+#endif
+        }
+        asm volatile(WG_DEFER "wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile(WG_DEFER "wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#if WG_SPLIT
+        #pragma unroll
+        for (int i = 0; i < ND; ++i)
+            acc[i] += p[i];
+#endif
+    }
+    asm volatile("cp.async.wait_group 0;");
+
+    __global float *Cg = C + c_off + split * c_ss + grp * c_gs;
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int n = n0 + wn + gr + 8 * h;
+        if (n >= N)
+            continue;
+        const long col = gemm_col(n, cP, cWo, cns, chs, cws);
+        #pragma unroll
+        for (int j = 0; j < WG_BM / 8; ++j)
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int m = m0 + 8 * j + 2 * tq + e;
+                if (m >= M)
+                    continue;
+                __global float *c = Cg + m * c_ms + col;
+                const float r = acc[4 * j + 2 * h + e];
+                *c = beta ? *c + r : r;
+            }
+    }
+}
