@@ -71,7 +71,8 @@ def test_a_cpu_verdict_belongs_to_the_host_cpu_and_a_gpu_verdict_does_not(handle
     cpu, gpu = _info(handle, kind="cpu"), _info(handle, kind="gpu")
     before = probe.verdict_key(cpu), probe.verdict_key(gpu)
     assert before[0].startswith(cpu.key + "#probe-") and "-cpu-" in before[0]
-    monkeypatch.setattr(probe, "host_cpu", lambda: "AuthenticAMD 25 17 1 AMD EPYC")
+    other = probe.host_cpu() + " (another CPU)"    # never this host's, whatever it is
+    monkeypatch.setattr(probe, "host_cpu", lambda: other)
     assert probe.verdict_key(cpu) != before[0]
     assert probe.verdict_key(gpu) == before[1] and "-cpu-" not in before[1]
     assert probe.verdict_key(_info(handle, kind="cpu", driver_version="9.9")) != \

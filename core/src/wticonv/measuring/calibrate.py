@@ -155,7 +155,7 @@ def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: fl
     (default :data:`BUDGET_S` of the device's kind) and store each solver's learned
     correction and factors for ``handle``'s device.
 
-    Each solver's time on a probe is the median of ``iterations`` timed runs (after a
+    Each solver's time on a probe is the fastest of ``iterations`` timed runs (after a
     warm-up; fewer once ``time_cap_ms`` of kernel time is spent; by default 3 runs and
     100 ms, against find mode's 5 and 200, for more probes in a budget; the solvers' runs
     interleaved, :func:`wticonv.measuring.timing.timed_together`), the statistic find mode

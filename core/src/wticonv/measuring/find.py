@@ -8,10 +8,10 @@ alike), stopping early once a solver has used ``time_cap_ms`` so that a very slo
 is cut short rather than skipped. Tunable solvers are first tuned (every perf config they
 offer is timed and the fastest stored in the perf-db, :mod:`wticonv.measuring.tune`) unless
 ``search=False``; each solver is then timed with the perf config immediate mode would give
-it. The median of its timed runs is recorded in the find-db (the ``find_db`` table of
-:class:`~wticonv.db.store.Store`), keyed by device key (platform, device name, driver
-version), problem key (MIOpen's find-db format) and solver id, with the solver's version
-and the workspace it used.
+it. The fastest of its timed runs (:data:`wticonv.measuring.timing.STATISTIC`) is
+recorded in the find-db (the ``find_db`` table of :class:`~wticonv.db.store.Store`),
+keyed by device key (platform, device name, driver version), problem key (MIOpen's
+find-db format) and solver id, with the solver's version and the workspace it used.
 
 Immediate mode then uses the records (:func:`wticonv.selection.finddb.apply_records`): a
 candidate whose record

@@ -50,15 +50,15 @@ class TuneResult:
     ----------
     solver_id, version : str
     default_ms : float or None
-        Median kernel time of the solver's own default (``perf_config=None``, whatever
-        the perf-db holds), ms.
+        Kernel time (fastest timed run) of the solver's own default
+        (``perf_config=None``, whatever the perf-db holds), ms.
     best_config : str or None
         The fastest perf config, ``"default"`` when the solver's default beat every listed
         one (then no record is kept), None when none ran.
     best_ms : float or None
-        Its median kernel time, ms.
+        Its kernel time (fastest timed run), ms.
     times : dict
-        Perf config -> median ms, or the reason it did not run (str).
+        Perf config -> kernel time (fastest run), ms, or the reason it did not run (str).
     recorded : bool
         The best was stored in the perf-db.
     reason : str
