@@ -165,7 +165,7 @@ def test_warpgroup_tiles_plan_the_wgmma_kernel():
         assert launch.local_size == (cfg.threads, 1, 1)
         assert launch.global_size == (4096 // cfg.bn * cfg.threads, 4096 // cfg.bm, 1)
         assert f"-DWG_BM={cfg.bm} -DWG_NWG={cfg.bn // 64}" in launch.options
-        assert f"-DWG_SPLIT={int(math == '3xtf32')} -DWG_VEC=1" in launch.options
+        assert f"-DTC_SPLIT={int(math == '3xtf32')} -DTC_VEC=1" in launch.options
         assert cfg.label == f"wg{cfg.bm}x{cfg.bn}x{cfg.bk}x{cfg.stages}"
     # the default plan stays on the mma.sync kernel
     assert gemm_launch(op, "gpu", 132, math="3xtf32").file == "nv/sgemm_tc.cl"

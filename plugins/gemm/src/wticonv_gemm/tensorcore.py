@@ -77,9 +77,9 @@ class TcConfig:
 def _options(cfg: TcConfig, split: bool, vec: bool, a_kfast: bool, b_kfast: bool,
              c_pairs: bool) -> str:
     if cfg.engine == "wgmma":
-        return (f"-DWG_BM={cfg.bm} -DWG_NWG={cfg.bn // 64} -DWG_BK={cfg.bk} "
-                f"-DWG_STAGES={cfg.stages} -DWG_SPLIT={int(split)} -DWG_VEC={int(vec)} "
-                f"-DWG_A_KFAST={int(a_kfast)} -DWG_B_KFAST={int(b_kfast)}")
+        return (f"-DWG_BM={cfg.bm} -DWG_NWG={cfg.bn // 64} -DTC_BK={cfg.bk} "
+                f"-DTC_STAGES={cfg.stages} -DTC_SPLIT={int(split)} -DTC_VEC={int(vec)} "
+                f"-DTC_A_KFAST={int(a_kfast)} -DTC_B_KFAST={int(b_kfast)}")
     return (f"-DTC_BM={cfg.bm} -DTC_BN={cfg.bn} -DTC_WM={cfg.wm} -DTC_WN={cfg.wn} "
             f"-DTC_BK={cfg.bk} -DTC_KF={cfg.kf} -DTC_STAGES={cfg.stages} "
             f"-DTC_SPLIT={int(split)} -DTC_VEC={int(vec)} -DTC_A_KFAST={int(a_kfast)} "

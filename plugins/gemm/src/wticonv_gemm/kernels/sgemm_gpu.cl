@@ -76,14 +76,7 @@ void sgemm(GEMM_GPU_PARAMS)
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int tid = ty * GEMM_NDIMC + tx;
     const int m0 = get_group_id(1) * GEMM_MWG, n0 = get_group_id(0) * GEMM_NWG;
-    /* Grid dimension 2 = groups x splits: a split sums batch terms [b_lo, b_hi) into its
-     * own slice of C (c_ss apart); a reduction kernel adds the slices in order. */
-    const int gz = get_group_id(2);
-    const long g = gz % G;
-    const int split = gz / G;
-    const int b_lo = split * NBS, b_hi = min(NB, b_lo + NBS);
-    const __global float *Ag = A + a_off + g * a_gs;
-    const __global float *Bg = B + b_off + g * b_gs;
+    GEMM_GPU_GROUP
 
     /* Load slots: each work-item stages A_LOADS elements of the A tile and B_LOADS of the
      * B tile per k-step; their row/column offsets are fixed, so they are computed once. */
@@ -271,7 +264,7 @@ void sgemm(GEMM_GPU_PARAMS)
 #endif
     }
 
-    __global float *Cg = C + c_off + split * c_ss + g * c_gs;
+    __global float *Cg = C + c_off + split * c_ss + grp * c_gs;
     for (int j = 0; j < NWI; ++j) {
         const int n = n0 + (j / 4) * GEMM_NDIMC * 4 + tx * 4 + (j % 4);
         if (n >= N)

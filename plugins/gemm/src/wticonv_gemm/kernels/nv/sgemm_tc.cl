@@ -39,10 +39,8 @@
  * and never written. With TC_C2 the host promises C's column pairs (2n, 2n+1) contiguous
  * and 8-byte aligned (a dense matrix, or pictures with an even number of pixels per row).
  *
- * Loads: element by element (4-byte cp.async), in the order the operand is contiguous
- * (TC_A_KFAST, TC_B_KFAST), or with TC_VEC 16 bytes at a time: A along k, B along n. The
- * host sets TC_VEC only when A is contiguous along k, B's columns come in contiguous
- * aligned runs of 4, and every stride and offset is a multiple of 4 elements.
+ * Loads (tc_common.h, shared with sgemm_wg.cl): element by element (4-byte cp.async) or,
+ * with TC_VEC, 16 bytes at a time.
  *
  * Launch: local size (THREADS, 1, 1); global size (THREADS * ceil(N / TC_BN),
  * ceil(M / TC_BM), G * S).
@@ -108,61 +106,32 @@
 #define BS_LD (TC_BN + 8)
 #define A_TILE (TC_BM * AS_LD)
 #define B_TILE (TC_BK * BS_LD)
-#if TC_VEC
-#define A_LOADS (TC_BM * TC_BK / 4 / THREADS)     /* 16-byte loads per thread and tile */
-#define B_LOADS (TC_BK * TC_BN / 4 / THREADS)
-#define A_STEP (4 * THREADS / TC_BK)              /* rows between one thread's A loads */
-#define B_STEP (4 * THREADS / TC_BN)              /* k between one thread's B loads */
-#else
-#define A_LOADS (TC_BM * TC_BK / THREADS)         /* element loads per thread and tile */
-#define B_LOADS (TC_BK * TC_BN / THREADS)
-#endif
-#define STR_(x) #x
-#define STR(x) STR_(x)
 
 #if TC_BK % TC_KF || TC_KF % 8 || TC_BM % TC_WM || TC_BN % TC_WN || TC_WM % 16 || TC_WN % 8
 #error "sgemm_tc: TC_BK must be a multiple of TC_KF, TC_KF of 8, TC_BM of TC_WM, TC_BN of TC_WN, TC_WM of 16, TC_WN of 8"
 #endif
-#if A_LOADS < 1 || B_LOADS < 1 || (TC_BM * TC_BK) % THREADS || (TC_BK * TC_BN) % THREADS
-#error "sgemm_tc: each thread must load a whole number of each tile's elements"
-#endif
-#if TC_VEC && ((4 * THREADS) % TC_BK || (4 * THREADS) % TC_BN)
-#error "sgemm_tc: with TC_VEC, 4 x THREADS must be a multiple of TC_BK and of TC_BN"
-#endif
-#if !TC_VEC && (THREADS % TC_BK || THREADS % TC_BM || THREADS % TC_BN)
-#error "sgemm_tc: THREADS must be a multiple of TC_BK, TC_BM and TC_BN"
-#endif
 
-inline uint to_tf32(float x)
-{
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
-/* The shared-window address of a local pointer, as cp.async takes it. */
-inline uint smem(__local const float *p) { return (uint)(size_t)p; }
-
-/* dst <- 4 bytes at src, or zeros when !ok (a source size of 0 reads nothing). */
-#define CP4(dst, src, ok)                                                                \
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"                          \
-                 :: "r"(smem(dst)), "l"(src), "r"((ok) ? 4 : 0))
-/* dst <- the first `bytes` (0 to 16) of 16 at src, the rest zeros. */
-#define CP16(dst, src, bytes)                                                            \
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"                         \
-                 :: "r"(smem(dst)), "l"(src), "r"(bytes))
+/* Where A's element (m, k) goes in its local tile, and each thread's A load slots (see
+ * tc_common.h): 16-byte chunks, BK / 4 threads to a row; single elements, consecutive
+ * threads along the direction A is contiguous in. */
+#define A_DST(m, k) (m) * AS_LD + (k)         /* added to a tile pointer: no outer brackets */
+#define TC_A_VEC_SLOT const int a_k = 4 * (tid % (TC_BK / 4)), a_m = tid / (TC_BK / 4);
+#if TC_A_KFAST
+#define TC_A_ELEMENT_SLOT const int a_k = tid % TC_BK, a_m = tid / TC_BK;
+#define A_M(v) (a_m + (v) * (THREADS / TC_BK))
+#define A_K(v) a_k
+#else
+#define TC_A_ELEMENT_SLOT const int a_m = tid % TC_BM, a_k = tid / TC_BM;
+#define A_M(v) a_m
+#define A_K(v) (a_k + (v) * (THREADS / TC_BM))
+#endif
+#include "tc_common.h"
 
 #define MMA(d, a, b)                                                                     \
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "                  \
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                 \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                        \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
-
-#if TC_SPLIT
-#define SPLIT(hi, lo, x) { hi = to_tf32(x); lo = to_tf32((x) - as_float(hi)); }
-#else
-#define SPLIT(hi, lo, x) { hi = to_tf32(x); }
-#endif
 
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void sgemm_tc(GEMM_GPU_PARAMS)
@@ -174,101 +143,11 @@ void sgemm_tc(GEMM_GPU_PARAMS)
     const int gr = lane >> 2, tq = lane & 3;
     const int wm = (warp / WARPS_N) * TC_WM, wn = (warp % WARPS_N) * TC_WN;
     const int m0 = get_group_id(1) * TC_BM, n0 = get_group_id(0) * TC_BN;
-    const int gz = get_group_id(2);
-    const long grp = gz % G;
-    const int split = gz / G;
-    const int b_lo = split * NBS, b_hi = min(NB, b_lo + NBS);
-    const __global float *Ag = A + a_off + grp * a_gs;
-    const __global float *Bg = B + b_off + grp * b_gs;
+    GEMM_GPU_GROUP
     const int ktiles = (K + TC_BK - 1) / TC_BK;
     const int steps = max(b_hi - b_lo, 0) * ktiles;
 
-    /* Each thread's load slots keep their rows (A) and columns (B) along k: their
-     * offsets are computed once. */
-#if TC_VEC
-    const int a_k = 4 * (tid % (TC_BK / 4)), a_m = tid / (TC_BK / 4);
-    const int b_n = 4 * (tid % (TC_BN / 4)), b_k = tid / (TC_BN / 4);
-    long a_pos[A_LOADS];
-    #pragma unroll
-    for (int v = 0; v < A_LOADS; ++v)
-        a_pos[v] = (long)min(m0 + a_m + v * A_STEP, M - 1) * a_ms + a_k;
-    const int b_cols = 4 * clamp(N - (n0 + b_n), 0, 4);        /* bytes of a full row */
-    const long b_pos = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
-#else
-#if TC_A_KFAST
-    const int a_k = tid % TC_BK, a_m = tid / TC_BK;
-#define A_M(v) (a_m + (v) * (THREADS / TC_BK))
-#define A_K(v) a_k
-#else
-    const int a_m = tid % TC_BM, a_k = tid / TC_BM;
-#define A_M(v) a_m
-#define A_K(v) (a_k + (v) * (THREADS / TC_BM))
-#endif
-#if TC_B_KFAST
-    const int b_k = tid % TC_BK, b_n = tid / TC_BK;
-#define B_N(v) (b_n + (v) * (THREADS / TC_BK))
-#define B_K(v) b_k
-    long b_pos[B_LOADS];
-    #pragma unroll
-    for (int v = 0; v < B_LOADS; ++v)
-        b_pos[v] = gemm_col(min(n0 + B_N(v), N - 1), bP, bWo, bns, bhs, bws);
-#define B_POS(v) b_pos[v]
-#else
-    const int b_n = tid % TC_BN, b_k = tid / TC_BN;
-#define B_N(v) b_n
-#define B_K(v) (b_k + (v) * (THREADS / TC_BN))
-    const long b_col = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
-#define B_POS(v) b_col
-#endif
-#endif
-
-    /* Issues the copies of step t (batch term b, k0) into local tile t % TC_STAGES, and
-     * closes a cp.async group (empty past the last step, so the wait counts stay right). */
-#if TC_VEC
-#define ISSUE(t)                                                                         \
-    if ((t) < steps) {                                                                   \
-        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * TC_BK;                \
-        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
-        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2 + k0_;                 \
-        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
-        __local float *as_ = as + ((t) % TC_STAGES) * A_TILE;                            \
-        __local float *bs_ = bs + ((t) % TC_STAGES) * B_TILE;                            \
-        const int a_bytes = 4 * clamp(K - (k0_ + a_k), 0, 4);                            \
-        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
-            const int m_ = a_m + v * A_STEP;                                             \
-            CP16(as_ + m_ * AS_LD + a_k, Ab_ + a_pos[v], m0 + m_ < M ? a_bytes : 0);     \
-        }                                                                                \
-        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
-            const int k_ = b_k + v * B_STEP;                                             \
-            const int kk_ = min(k0_ + k_, K - 1);                                        \
-            CP16(bs_ + k_ * BS_LD + b_n, Bb_ + kk_ * b_ks + b_pos,                       \
-                 k0_ + k_ < K ? b_cols : 0);                                             \
-        }                                                                                \
-    }                                                                                    \
-    asm volatile("cp.async.commit_group;");
-#else
-#define ISSUE(t)                                                                         \
-    if ((t) < steps) {                                                                   \
-        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * TC_BK;                \
-        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
-        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2;                       \
-        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
-        __local float *as_ = as + ((t) % TC_STAGES) * A_TILE;                            \
-        __local float *bs_ = bs + ((t) % TC_STAGES) * B_TILE;                            \
-        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
-            const int m_ = m0 + A_M(v), k_ = k0_ + A_K(v);                               \
-            CP4(as_ + A_M(v) * AS_LD + A_K(v),                                           \
-                Ab_ + (long)min(m_, M - 1) * a_ms + (long)min(k_, K - 1) * a_ks,         \
-                m_ < M && k_ < K);                                                       \
-        }                                                                                \
-        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
-            const int n_ = n0 + B_N(v), k_ = k0_ + B_K(v);                               \
-            CP4(bs_ + B_K(v) * BS_LD + B_N(v),                                           \
-                Bb_ + (long)min(k_, K - 1) * b_ks + B_POS(v), n_ < N && k_ < K);         \
-        }                                                                                \
-    }                                                                                    \
-    asm volatile("cp.async.commit_group;");
-#endif
+    TC_LOAD_SLOTS
 
     float acc[MT][NT][4];
     #pragma unroll

@@ -2,7 +2,7 @@
  * warpgroup instructions wgmma.mma_async (TF32 operands, FP32 accumulators), with
  * cp.async copies from global to local memory. It computes what sgemm_tc.cl computes,
  * with the same arguments (GEMM_GPU_PARAMS, gemm_common.h), in the same two numerical
- * classes (WG_SPLIT: 0 tf32, 1 3xtf32; see sgemm_tc.cl for the split and for why each
+ * classes (TC_SPLIT: 0 tf32, 1 3xtf32; see sgemm_tc.cl for the split and for why each
  * batch of products goes to a fresh accumulator).
  *
  * Building: NVIDIA's OpenCL compiler targets sm_90, and ptxas refuses wgmma there (it
@@ -21,9 +21,9 @@
  * by side along n: BN = 64 x WG_NWG columns.
  *
  * Local tiles: A in wgmma's no-swizzle K-major layout, 8 x 4 "core matrices" of 16-byte
- * rows, element (m, k) at float (m / 8) * WG_BK * 8 + (k / 4) * 32 + (m % 8) * 4 + k % 4:
+ * rows, element (m, k) at float (m / 8) * TC_BK * 8 + (k / 4) * 32 + (m % 8) * 4 + k % 4:
  * core matrices next along k 128 bytes apart (the descriptor's leading byte offset),
- * next along m WG_BK * 32 bytes apart (its stride byte offset). Measured on the H200 with
+ * next along m TC_BK * 32 bytes apart (its stride byte offset). Measured on the H200 with
  * a 64x8x8 product (wgmma-probe-h200.txt). B row-major, rows padded to BN + 8 words so
  * that a warp's fragment loads hit 32 distinct banks. In 3xTF32 each thread splits the A
  * elements it copied, once they land: the tile keeps the high parts and a second tile the
@@ -45,27 +45,27 @@
 #ifndef WG_NWG
 #define WG_NWG 2        /* warpgroups, side by side along n (64 columns each): 1 or 2 */
 #endif
-#ifndef WG_BK
-#define WG_BK 32        /* k per local tile (multiple of 8); one fresh accumulator each */
+#ifndef TC_BK
+#define TC_BK 32        /* k per local tile (multiple of 8); one fresh accumulator each */
 #endif
-#ifndef WG_STAGES
-#define WG_STAGES 3     /* local tiles in flight (cp.async pipeline depth), at least 2 */
+#ifndef TC_STAGES
+#define TC_STAGES 3     /* local tiles in flight (cp.async pipeline depth), at least 2 */
 #endif
-#ifndef WG_SPLIT
-#define WG_SPLIT 1      /* 1: 3xTF32 (FP32-accurate), 0: TF32 */
+#ifndef TC_SPLIT
+#define TC_SPLIT 1      /* 1: 3xTF32 (FP32-accurate), 0: TF32 */
 #endif
 #ifndef WG_ROUND
 #define WG_ROUND 1      /* TF32 only: 1 rounds the A tile to TF32 (cvt.rna) in place;
                            0 leaves the tensor cores to drop its low bits */
 #endif
-#ifndef WG_VEC
-#define WG_VEC 0        /* 1: 16-byte loads (A along k, B along n), as TC_VEC in sgemm_tc */
+#ifndef TC_VEC
+#define TC_VEC 0        /* 1: 16-byte loads (A along k, B along n), as TC_VEC in sgemm_tc */
 #endif
-#ifndef WG_A_KFAST
-#define WG_A_KFAST 1    /* element loads: 1 when A is contiguous along k, 0 along m */
+#ifndef TC_A_KFAST
+#define TC_A_KFAST 1    /* element loads: 1 when A is contiguous along k, 0 along m */
 #endif
-#ifndef WG_B_KFAST
-#define WG_B_KFAST 0    /* element loads: 1 when B is contiguous along k, 0 along n */
+#ifndef TC_B_KFAST
+#define TC_B_KFAST 0    /* element loads: 1 when B is contiguous along k, 0 along n */
 #endif
 #ifndef WG_DEFER
 #define WG_DEFER "//@"  /* see above: the host uncomments these lines */
@@ -76,23 +76,12 @@
 
 #define BN (64 * WG_NWG)
 #define THREADS (128 * WG_NWG)
-#define KSTEPS (WG_BK / 8)
+#define KSTEPS (TC_BK / 8)
 #define ND (WG_BM / 2)                            /* accumulators per thread */
-#define A_TILE (WG_BM * WG_BK)                    /* floats, no padding */
+#define A_TILE (WG_BM * TC_BK)                    /* floats, no padding */
 #define BS_LD (BN + 8)
-#define B_TILE (WG_BK * BS_LD)
-#define SBO_BYTES (WG_BK * 32)
-#if WG_VEC
-#define A_LOADS (WG_BM * WG_BK / 4 / THREADS)     /* 16-byte loads per thread and tile */
-#define B_LOADS (WG_BK * BN / 4 / THREADS)
-#define A_STEP (4 * THREADS / WG_BK)              /* rows between one thread's A loads */
-#define B_STEP (4 * THREADS / BN)                 /* k between one thread's B loads */
-#else
-#define A_LOADS (WG_BM * WG_BK / THREADS)         /* element loads per thread and tile */
-#define B_LOADS (WG_BK * BN / THREADS)
-#endif
-#define STR_(x) #x
-#define STR(x) STR_(x)
+#define B_TILE (TC_BK * BS_LD)
+#define SBO_BYTES (TC_BK * 32)
 
 #if WG_BM == 64
 #define WG_MMA WG_MMA_64
@@ -103,28 +92,41 @@
 #else
 #error "sgemm_wg: WG_BM must be 64, 128 or 256"
 #endif
-#if WG_BK % 8 || (WG_NWG != 1 && WG_NWG != 2) || WG_STAGES < 2
-#error "sgemm_wg: WG_BK must be a multiple of 8, WG_NWG 1 or 2, WG_STAGES at least 2"
+#if TC_BK % 8 || (WG_NWG != 1 && WG_NWG != 2) || TC_STAGES < 2
+#error "sgemm_wg: TC_BK must be a multiple of 8, WG_NWG 1 or 2, TC_STAGES at least 2"
 #endif
-#if A_LOADS < 1 || B_LOADS < 1 || (WG_BM * WG_BK) % THREADS || (WG_BK * BN) % THREADS
-#error "sgemm_wg: each thread must load a whole number of each tile's elements"
-#endif
-#if WG_VEC && ((4 * THREADS) % WG_BK || (4 * THREADS) % BN || (THREADS / 8) % (WG_BK / 4))
-#error "sgemm_wg: with WG_VEC, 4 x THREADS must be a multiple of WG_BK and of BN, THREADS / 8 of WG_BK / 4"
-#endif
-#if !WG_VEC && (THREADS % WG_BK || THREADS % WG_BM || THREADS % BN)
-#error "sgemm_wg: THREADS must be a multiple of WG_BK, WG_BM and BN"
+#if TC_VEC && (THREADS / 8) % (TC_BK / 4)
+#error "sgemm_wg: with TC_VEC, THREADS / 8 must be a multiple of TC_BK / 4"
 #endif
 
-inline uint to_tf32(float x)
-{
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
+/* Local float index of A's element (m, k) in the core-matrix layout above. */
+#define A_AT(m, k) (((m) >> 3) * (TC_BK * 8) + ((k) >> 2) * 32 + ((m) & 7) * 4 + ((k) & 3))
 
-/* The shared-window address of a local pointer, as cp.async and descriptors take it. */
-inline uint smem(__local const float *p) { return (uint)(size_t)p; }
+/* The staging of tc_common.h into that layout. A 16-byte chunk c of the A tile is row
+ * 8 (c / 8 / KC) + c % 8, k 4 ((c / 8) % KC), KC = TC_BK / 4, so that 8 neighbouring
+ * threads fill the 8 rows of one core matrix: 32 distinct banks. With element loads along
+ * k, element e is k 4 ((e / 32) % KC) + e % 4, row 8 (e / 32 / KC) + (e / 4) % 8: a warp's
+ * 32 copies land in 32 distinct banks too. */
+#define TC_BM WG_BM
+#define TC_BN BN
+#define A_DST(m, k) A_AT(m, k)
+#define TC_A_VEC_SLOT                                                                    \
+    const int a_k = 4 * ((tid >> 3) % (TC_BK / 4));                                      \
+    const int a_m = 8 * ((tid >> 3) / (TC_BK / 4)) + (tid & 7);
+#if TC_VEC
+#define A_M(v) (a_m + (v) * A_STEP)
+#define A_K(v) a_k
+#elif TC_A_KFAST
+#define TC_A_ELEMENT_SLOT
+#define A_E(v) (tid + (v) * THREADS)
+#define A_M(v) (8 * ((A_E(v) >> 5) / (TC_BK / 4)) + ((A_E(v) >> 2) & 7))
+#define A_K(v) (4 * ((A_E(v) >> 5) % (TC_BK / 4)) + (A_E(v) & 3))
+#else
+#define TC_A_ELEMENT_SLOT const int a_m = tid % WG_BM, a_k = tid / WG_BM;
+#define A_M(v) a_m
+#define A_K(v) (a_k + (v) * (THREADS / WG_BM))
+#endif
+#include "tc_common.h"
 
 /* wgmma's shared-memory matrix descriptor (PTX ISA, "matrix descriptor"): start address,
  * leading and stride byte offsets, each in 16-byte units; no swizzle. */
@@ -134,28 +136,12 @@ inline ulong wg_desc(__local const float *p)
          | ((ulong)((SBO_BYTES >> 4) & 0x3FFF) << 32);
 }
 
-/* Local float index of A's element (m, k) in the core-matrix layout above. */
-#define A_AT(m, k) (((m) >> 3) * (WG_BK * 8) + ((k) >> 2) * 32 + ((m) & 7) * 4 + ((k) & 3))
-
-#define CP4(dst, src, ok)                                                                \
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"                          \
-                 :: "r"(smem(dst)), "l"(src), "r"((ok) ? 4 : 0))
-#define CP16(dst, src, bytes)                                                            \
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"                         \
-                 :: "r"(smem(dst)), "l"(src), "r"(bytes))
-
-#if WG_SPLIT
-#define SPLIT(hi, lo, x) { hi = to_tf32(x); lo = to_tf32((x) - as_float(hi)); }
-#else
-#define SPLIT(hi, lo, x) { hi = to_tf32(x); }
-#endif
-
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void sgemm_wg(GEMM_GPU_PARAMS)
 {
-    __local float as[WG_STAGES * A_TILE] __attribute__((aligned(128)));
-    __local float bs[WG_STAGES * B_TILE] __attribute__((aligned(16)));
-#if WG_SPLIT
+    __local float as[TC_STAGES * A_TILE] __attribute__((aligned(128)));
+    __local float bs[TC_STAGES * B_TILE] __attribute__((aligned(16)));
+#if TC_SPLIT
     __local float al[A_TILE] __attribute__((aligned(128)));
 #endif
     const int tid = get_local_id(0);
@@ -163,111 +149,17 @@ void sgemm_wg(GEMM_GPU_PARAMS)
     const int gr = lane >> 2, tq = lane & 3;
     const int m0 = get_group_id(1) * WG_BM, n0 = get_group_id(0) * BN;
     const int wn = 64 * wg + 16 * warp;           /* this warp's first column in the tile */
-    const int gz = get_group_id(2);
-    const long grp = gz % G;
-    const int split = gz / G;
-    const int b_lo = split * NBS, b_hi = min(NB, b_lo + NBS);
-    const __global float *Ag = A + a_off + grp * a_gs;
-    const __global float *Bg = B + b_off + grp * b_gs;
-    const int ktiles = (K + WG_BK - 1) / WG_BK;
+    GEMM_GPU_GROUP
+    const int ktiles = (K + TC_BK - 1) / TC_BK;
     const int steps = max(b_hi - b_lo, 0) * ktiles;
 
-#if WG_VEC
-    /* 16-byte chunk c of the A tile: row 8 (c / 8 / KC) + c % 8, k 4 ((c / 8) % KC), so
-     * that 8 neighbouring threads fill the 8 rows of one core matrix, 32 distinct banks */
-    const int a_k = 4 * ((tid >> 3) % (WG_BK / 4)), a_m = 8 * ((tid >> 3) / (WG_BK / 4)) + (tid & 7);
-    const int b_n = 4 * (tid % (BN / 4)), b_k = tid / (BN / 4);
-    long a_pos[A_LOADS];
-    #pragma unroll
-    for (int v = 0; v < A_LOADS; ++v)
-        a_pos[v] = (long)min(m0 + a_m + v * A_STEP, M - 1) * a_ms + a_k;
-    const int b_cols = 4 * clamp(N - (n0 + b_n), 0, 4);        /* bytes of a full row */
-    const long b_pos = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
-#define A_M(v) (a_m + (v) * A_STEP)
-#define A_K(v) a_k
-#else
-#if WG_A_KFAST
-    /* element e of the A tile: k 4 ((e / 32) % KC) + e % 4, row 8 (e / 32 / KC) + (e / 4) % 8:
-     * a warp's 32 copies land in 32 distinct banks */
-#define A_E(v) (tid + (v) * THREADS)
-#define A_M(v) (8 * ((A_E(v) >> 5) / (WG_BK / 4)) + ((A_E(v) >> 2) & 7))
-#define A_K(v) (4 * ((A_E(v) >> 5) % (WG_BK / 4)) + (A_E(v) & 3))
-#else
-    const int a_m = tid % WG_BM, a_k = tid / WG_BM;
-#define A_M(v) a_m
-#define A_K(v) (a_k + (v) * (THREADS / WG_BM))
-#endif
-#if WG_B_KFAST
-    const int b_k = tid % WG_BK, b_n = tid / WG_BK;
-#define B_N(v) (b_n + (v) * (THREADS / WG_BK))
-#define B_K(v) b_k
-    long b_pos[B_LOADS];
-    #pragma unroll
-    for (int v = 0; v < B_LOADS; ++v)
-        b_pos[v] = gemm_col(min(n0 + B_N(v), N - 1), bP, bWo, bns, bhs, bws);
-#define B_POS(v) b_pos[v]
-#else
-    const int b_n = tid % BN, b_k = tid / BN;
-#define B_N(v) b_n
-#define B_K(v) (b_k + (v) * (THREADS / BN))
-    const long b_col = gemm_col(min(n0 + b_n, N - 1), bP, bWo, bns, bhs, bws);
-#define B_POS(v) b_col
-#endif
-#endif
-
-    /* Issues the copies of step t into local tile t % WG_STAGES and closes a cp.async
-     * group (empty past the last step, so the wait counts stay right). */
-#if WG_VEC
-#define ISSUE(t)                                                                         \
-    if ((t) < steps) {                                                                   \
-        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * WG_BK;                \
-        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
-        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2 + k0_;                 \
-        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
-        __local float *as_ = as + ((t) % WG_STAGES) * A_TILE;                            \
-        __local float *bs_ = bs + ((t) % WG_STAGES) * B_TILE;                            \
-        const int a_bytes = 4 * clamp(K - (k0_ + a_k), 0, 4);                            \
-        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
-            const int m_ = A_M(v);                                                       \
-            CP16(as_ + A_AT(m_, a_k), Ab_ + a_pos[v], m0 + m_ < M ? a_bytes : 0);        \
-        }                                                                                \
-        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
-            const int k_ = b_k + v * B_STEP;                                             \
-            const int kk_ = min(k0_ + k_, K - 1);                                        \
-            CP16(bs_ + k_ * BS_LD + b_n, Bb_ + kk_ * b_ks + b_pos,                       \
-                 k0_ + k_ < K ? b_cols : 0);                                             \
-        }                                                                                \
-    }                                                                                    \
-    asm volatile("cp.async.commit_group;");
-#else
-#define ISSUE(t)                                                                         \
-    if ((t) < steps) {                                                                   \
-        const int b_ = b_lo + (t) / ktiles, k0_ = ((t) % ktiles) * WG_BK;                \
-        const long b1_ = b_ / NB2, b2_ = b_ - b1_ * NB2;                                 \
-        const __global float *Ab_ = Ag + b1_ * a_bs + b2_ * a_bs2;                       \
-        const __global float *Bb_ = Bg + b1_ * b_bs + b2_ * b_bs2;                       \
-        __local float *as_ = as + ((t) % WG_STAGES) * A_TILE;                            \
-        __local float *bs_ = bs + ((t) % WG_STAGES) * B_TILE;                            \
-        _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                            \
-            const int m_ = m0 + A_M(v), k_ = k0_ + A_K(v);                               \
-            CP4(as_ + A_AT(A_M(v), A_K(v)),                                              \
-                Ab_ + (long)min(m_, M - 1) * a_ms + (long)min(k_, K - 1) * a_ks,         \
-                m_ < M && k_ < K);                                                       \
-        }                                                                                \
-        _Pragma("unroll") for (int v = 0; v < B_LOADS; ++v) {                            \
-            const int n_ = n0 + B_N(v), k_ = k0_ + B_K(v);                               \
-            CP4(bs_ + B_K(v) * BS_LD + B_N(v),                                           \
-                Bb_ + (long)min(k_, K - 1) * b_ks + B_POS(v), n_ < N && k_ < K);         \
-        }                                                                                \
-    }                                                                                    \
-    asm volatile("cp.async.commit_group;");
-#endif
+    TC_LOAD_SLOTS
 
     float acc[ND];
     #pragma unroll
     for (int i = 0; i < ND; ++i)
         acc[i] = 0.0f;
-#if WG_SPLIT
+#if TC_SPLIT
     float p[ND];
     #pragma unroll
     for (int i = 0; i < ND; ++i)
@@ -275,15 +167,15 @@ void sgemm_wg(GEMM_GPU_PARAMS)
 #endif
 
     #pragma unroll
-    for (int s = 0; s < WG_STAGES - 1; ++s) {
+    for (int s = 0; s < TC_STAGES - 1; ++s) {
         ISSUE(s)
     }
     for (int t = 0; t < steps; ++t) {
-        asm volatile("cp.async.wait_group " STR(WG_STAGES - 2) ";");
-        __local float *at = as + (t % WG_STAGES) * A_TILE;
+        asm volatile("cp.async.wait_group " STR(TC_STAGES - 2) ";");
+        __local float *at = as + (t % TC_STAGES) * A_TILE;
         /* this thread's A elements of tile t have landed: split (or round) them */
-#if WG_SPLIT || WG_ROUND
-#if WG_VEC
+#if TC_SPLIT || WG_ROUND
+#if TC_VEC
         #pragma unroll
         for (int v = 0; v < A_LOADS; ++v) {
             __local float *x = at + A_AT(A_M(v), a_k);
@@ -292,7 +184,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
                 uint hi, lo;
                 SPLIT(hi, lo, x[e])
                 x[e] = as_float(hi);
-#if WG_SPLIT
+#if TC_SPLIT
                 al[A_AT(A_M(v), a_k) + e] = as_float(lo);
 #endif
             }
@@ -304,7 +196,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
             uint hi, lo;
             SPLIT(hi, lo, at[i])
             at[i] = as_float(hi);
-#if WG_SPLIT
+#if TC_SPLIT
             al[i] = as_float(lo);
 #endif
         }
@@ -313,10 +205,10 @@ void sgemm_wg(GEMM_GPU_PARAMS)
         /* local writes become visible to wgmma (the async proxy), then to everyone */
         asm volatile(WG_DEFER "fence.proxy.async.shared::cta;\n" ::: "memory");
         barrier(CLK_LOCAL_MEM_FENCE);
-        ISSUE(t + WG_STAGES - 1)
-        __local const float *bt = bs + (t % WG_STAGES) * B_TILE;
+        ISSUE(t + TC_STAGES - 1)
+        __local const float *bt = bs + (t % TC_STAGES) * B_TILE;
         uint fh[KSTEPS][4];
-#if WG_SPLIT
+#if TC_SPLIT
         uint fl[KSTEPS][4];
 #endif
         #pragma unroll
@@ -332,7 +224,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
         for (int ks = 0; ks < KSTEPS; ++ks) {
             /* core matrices of k 8ks to 8ks + 7: 2 x 128 bytes along k per step */
             const ulong dh = wg_desc(at + ks * 64);
-#if WG_SPLIT
+#if TC_SPLIT
             const ulong dl = wg_desc(al + ks * 64);
             WG_MMA(p, fl[ks], dh, ks > 0);        /* small terms first, fresh at ks 0 */
             WG_MMA(p, fh[ks], dl, 1);
@@ -343,7 +235,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
         }
         asm volatile(WG_DEFER "wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile(WG_DEFER "wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#if WG_SPLIT
+#if TC_SPLIT
         #pragma unroll
         for (int i = 0; i < ND; ++i)
             acc[i] += p[i];
