@@ -1,4 +1,5 @@
-"""Tensor-core SGEMM (kernels/nv/sgemm_tc.cl, 3xTF32 and TF32) against cuBLAS, same run.
+"""Tensor-core SGEMM (kernels/nv/sgemm_tc.cl and, for wg... tiles, the wgmma kernel
+kernels/nv/sgemm_wg.cl; 3xTF32 and TF32) against cuBLAS, same run.
 
     python benchmarks/tc_gemm.py [--sizes 4096x4096x4096,2048x4096x2048] [-i 20]
         [--classes 3xtf32,tf32] [--configs 128x128x64x32x16x16x3,wg128x128x64x2,...]
@@ -15,7 +16,8 @@ iterations, CUDA events), and every product's max relative error against a float
 product on 64 sampled rows (max |C - ref| / max |ref|).
 
 Needs an NVIDIA GPU of compute capability 8.0 or newer through NVIDIA's OpenCL (inline
-PTX mma.sync), and PyTorch with CUDA for cuBLAS.
+PTX mma.sync; wg... tiles need 9.0, wticonv.runtime.kit.wgmma), and PyTorch with CUDA for
+cuBLAS.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 import pyopencl as cl
 import wticonv
 from peers import load_torch
-from wticonv.runtime.kit import tensor_cores
+from wticonv.runtime.kit import tensor_cores, wgmma
 from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, TcConfig, gemm_launch
 from wticonv_gemm.tensorcore import TC_CONFIGS
 
@@ -37,21 +39,24 @@ from wticonv_gemm.tensorcore import TC_CONFIGS
 def parse_config(text: str) -> TcConfig:
     """'128x128x64x32x16x16x3' -> TcConfig(128, 128, 64, 32, 16, 16, 3), and the wgmma
     kernel's 'wg128x128x32x3' -> TcConfig(128, 128, 128, 64, 32, 32, 3, engine="wgmma")
-    (efficiency 0: not used when timing)."""
-    text = text.lower()
-    wg = text.startswith("wg")
+    (efficiency 0: not used when timing). Exits with a message for a malformed config or
+    a wgmma tile the kernel does not build (BM 64, 128 or 256; BN 64 or 128; BK a
+    multiple of 8; at least 2 stages)."""
+    wg = text.lower().startswith("wg")
     try:
-        sizes = [int(v) for v in text[2 * wg:].split("x")]
+        sizes = [int(v) for v in text[2 * wg:].lower().split("x")]
     except ValueError:
         sizes = []
     if wg and len(sizes) == 4:
         bm, bn, bk, stages = sizes
+        if bm not in (64, 128, 256) or bn not in (64, 128) or bk < 8 or bk % 8 or stages < 2:
+            raise SystemExit(f"tc_gemm: config {text!r}: the wgmma kernel takes BM 64, 128 "
+                             "or 256, BN 64 or 128, BK a multiple of 8 and at least 2 stages")
         return TcConfig(bm, bn, bm, 64, bk, bk, stages, efficiency=0.0, engine="wgmma")
-    if wg or len(sizes) != 7:
+    if wg or len(sizes) != 7 or min(sizes) < 1:
         raise SystemExit(f"tc_gemm: config {text!r} needs BMxBNxWMxWNxBKxKFxSTAGES "
-                         "(mma.sync) or wgBMxBNxBKxSTAGES (wgmma)")
+                         "(mma.sync) or wgBMxBNxBKxSTAGES (wgmma, compute capability 9.0)")
     return TcConfig(*sizes, efficiency=0.0)
-
 
 
 def matmul_op(M: int, N: int, K: int) -> GemmOp:
@@ -101,7 +106,7 @@ def rel_error(C, A, B, rows) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sizes", default="4096x4096x4096,2048x4096x2048",
                     help="comma-separated MxNxK (default %(default)s)")
     ap.add_argument("--configs", help="comma-separated tile configurations "
@@ -134,6 +139,9 @@ def main(argv=None) -> int:
     if not tensor_cores(dev):
         sys.exit(f"tc_gemm: {dev.info.name} ({dev.info.platform}) has no tensor cores this "
                  "kernel reaches: it needs NVIDIA's OpenCL on compute capability 8.0+")
+    if given and any(c.engine == "wgmma" for c in given) and not wgmma(dev):
+        sys.exit(f"tc_gemm: {dev.info.name} cannot run the wg... tiles: the wgmma kernel "
+                 "needs compute capability 9.0 (H100, H200)")
     torch = load_torch(handle)
 
     rng = np.random.default_rng(0)

@@ -30,15 +30,17 @@ from wticonv.runtime.ptx import undefer
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("-i", "--iterations", type=int, default=2000,
                     help="loop trips per work-group in the rate kernels (default %(default)s)")
     args = ap.parse_args(argv)
+    if args.iterations < 1:
+        ap.error(f"-i {args.iterations}: give at least 1 loop trip")
     devices = [d for p in cl.get_platforms() if "NVIDIA" in p.name
-               for d in p.get_devices(cl.device_type.GPU)]
+               for d in p.get_devices(cl.device_type.GPU) if _hopper(d)]
     if not devices:
-        sys.exit("wgmma_probe: needs an NVIDIA GPU of compute capability 9.0 through "
-                 "NVIDIA's OpenCL")
+        sys.exit("wgmma_probe: needs an NVIDIA GPU of compute capability 9.0 (H100, H200) "
+                 "through NVIDIA's OpenCL")
     dev = devices[0]
     ctx = cl.Context([dev])
     q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -77,6 +79,14 @@ def main(argv=None) -> int:
             print(f"{name}: {per_unit} work-groups per compute unit: {best * 1e3:.3f} ms, "
                   f"{flop_per_trip * groups * args.iterations / best / 1e12:.1f} TFLOP/s")
     return 0
+
+
+def _hopper(device) -> bool:
+    """Compute capability 9.0, where sm_90a's wgmma runs (as wticonv.runtime.kit.wgmma)."""
+    try:
+        return (device.compute_capability_major_nv, device.compute_capability_minor_nv) == (9, 0)
+    except (cl.Error, AttributeError):
+        return False
 
 
 def _time(q, kernel, groups: int) -> float:

@@ -157,7 +157,7 @@ def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: fl
 
     Each solver's time on a probe is the fastest of ``iterations`` timed runs (after a
     warm-up; fewer once ``time_cap_ms`` of kernel time is spent; by default 3 runs and
-    100 ms, against find mode's 5 and 200, for more probes in a budget; the solvers' runs
+    100 ms, against find mode's 5 and 1000, for more probes in a budget; the solvers' runs
     interleaved, :func:`wticonv.measuring.timing.timed_together`), the statistic find mode
     and :mod:`wticonv.measuring.evaluate` judge by. ``n`` measures every probe at that
     batch size (default: several, :data:`PROBE_BATCHES`). ``from_find_db`` adds the

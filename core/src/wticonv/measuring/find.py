@@ -46,7 +46,8 @@ class FindResult:
     ----------
     solver_id, version : str
     time_ms : float or None
-        Median kernel time of the timed runs, ms; None when the solver did not run.
+        Kernel time of the fastest timed run (:data:`wticonv.measuring.timing.STATISTIC`),
+        ms; None when the solver did not run.
     runs : int
         Timed runs (0 when it did not run).
     capped : bool

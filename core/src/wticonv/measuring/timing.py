@@ -19,7 +19,9 @@ from wticonv.problem.tensors import OUTPUT_TENSOR, ConvTensors
 
 __all__ = ["check_limits", "problem_tensors", "timed", "timed_together", "STATISTIC"]
 
-#: How a solver's timed runs become its time: the fastest. Interference from the rest of
+#: How a solver's timed runs become its time: the fastest. A constant: :func:`timed` and
+#: :func:`timed_together` take it as their ``statistic`` default when they are defined
+#: (pass ``statistic=`` for another). Interference from the rest of
 #: the machine (other processes, other tenants of a shared host, clock changes) only ever
 #: adds time, so the minimum is the most reproducible estimate of what the kernel takes
 #: (J. Chen and J. Revels, "Robust benchmarking in noisy environments", arXiv:1608.04295,
@@ -27,7 +29,8 @@ __all__ = ["check_limits", "problem_tensors", "timed", "timed_together", "STATIS
 #: two evaluations each of regnet_y_3_2gf, efficientnet_b2 and resnet34 (300 cases): with
 #: the median, one evaluation's fastest solvers were within 10 % of the other's best in
 #: 89.7 % of the cases (time-weighted geometric mean 1.024-1.027); with the minimum, in
-#: 93.0-94.7 % (1.009-1.011); docs/find-and-tune.md, "Noise floor".
+#: 93.0-94.7 % (1.009-1.011); docs/find-and-tune.md, "Measured (2026-12-04): a third CPU"
+#: (raw files benchmarks/results/evaluate-3nets-n4-cpu-zen4-*.csv).
 STATISTIC = min
 
 

@@ -43,8 +43,8 @@ from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
-           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP", "wgmma",
-           "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
+           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
+           "wgmma", "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
            "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
 

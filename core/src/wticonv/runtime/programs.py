@@ -20,7 +20,7 @@ import pyopencl as cl
 
 from wticonv.errors import KernelBuildError, StoreError
 from wticonv.runtime.isolation import isolation_enabled
-from wticonv.runtime.ptx import deferred, undefer
+from wticonv.runtime.ptx import deferred, defers, undefer
 
 __all__ = ["ProgramCache", "BuildCounters"]
 
@@ -143,17 +143,23 @@ class ProgramCache:
 
     def _undefer(self, prg: cl.Program, binary: bytes | None, source: str, options: str
                  ) -> tuple[cl.Program, bytes | None]:
-        """A program whose PTX has deferred lines (:mod:`wticonv.runtime.ptx`) rebuilt
-        from its undeferred PTX, with that PTX as its binary; any other as it is."""
-        if "//@" not in source:
+        """A program whose source defers PTX lines (:mod:`wticonv.runtime.ptx`) rebuilt
+        from its undeferred PTX, with that PTX as its binary; any other as it is.
+
+        Raises KernelBuildError if such a source was not compiled to PTX (a driver other
+        than NVIDIA's): built as it is, the deferred instructions would be missing."""
+        if not defers(source):
             return prg, binary
         try:
             if binary is None:
                 binary = bytes(prg.get_info(cl.program_info.BINARIES)[0])
         except cl.Error:
-            return prg, binary
+            binary = b""
         if not deferred(binary):
-            return prg, binary
+            raise KernelBuildError(
+                f"OpenCL program failed to build on {self.device.name.strip()} (options "
+                f"{options!r}): its source defers PTX lines (//@), which only NVIDIA's "
+                "OpenCL driver builds, and this driver did not return PTX")
         ptx = undefer(binary)
         try:
             return _from_binary(self.context, self.device, ptx, options, source), ptx

@@ -18,12 +18,19 @@ import re
 
 from wticonv.errors import KernelBuildError
 
-__all__ = ["DEFER_MARK", "deferred", "undefer"]
+__all__ = ["DEFER_MARK", "defers", "deferred", "undefer"]
 
 #: Prefix of a deferred PTX line (the kernels' ``WG_DEFER``): "//@".
 DEFER_MARK = b"//@"
 
 _TARGET = re.compile(rb"^(\.target\s+sm_\d+)([a-z]?)(?![a-z\d])", re.MULTILINE)
+
+
+def defers(source: str) -> bool:
+    """Whether OpenCL C ``source`` defers PTX lines: it holds the mark at the start of a
+    string literal (``"//@``), as inline asm and the kernels' ``WG_DEFER`` write it; a
+    ``//@`` in a plain comment does not count."""
+    return '"' + DEFER_MARK.decode() in source
 
 
 def deferred(binary: bytes) -> bool:

@@ -111,12 +111,13 @@ TC_CONFIGS: dict[str, tuple[TcConfig, ...]] = {
 #: at 2048x4096x2048 (1.05x and 1.01x cuBLAS FP32, errors 5.4e-7 and 5.8e-7), against
 #: 51.5 and 50.3 for mma.sync's best; TF32 98.9 and 92.0, where mma.sync's best runs at
 #: 138.1 and 127.7. The 64-k tiles ran faster (3xTF32 56.1 and 54.5) but failed
-#: tests/test_gpu.py's element-load case in 3xTF32 (error 5.7e-5 on 250x301x271), cause
-#: not found. Not yet offered to :func:`tc_config`: on five convolution-shaped GEMMs the
-#: 3xTF32 tile ran 0.79-1.09x the speed of mma.sync's best tile for each (the 64-k tile
-#: 0.82-1.17x; tc-gemm-wgmma-shapes-3xtf32-h200.txt), and the efficiency model is not
-#: fitted to it. Its load path (cp.async through every thread,
-#: one wgmma group in flight) holds it to a fifth of the 482 TFLOP/s that wgmma reaches
+#: tests/test_gpu.py's element-load case in 3xTF32 (error 5.7e-5 on 250x301x271), likely
+#: from a race on the low-part tile that review found afterwards (fixed, not yet re-run
+#: on the GPU: docs/performance.md). Not yet offered to :func:`tc_config`: on five
+#: convolution-shaped GEMMs the 3xTF32 tile ran 0.79-1.09x the speed of mma.sync's best
+#: tile for each (the 64-k tile 0.82-1.17x; tc-gemm-wgmma-shapes-3xtf32-h200.txt), and the
+#: efficiency model is not fitted to it. Its load path (cp.async through every thread, one
+#: wgmma group in flight) holds it to a fifth of the 482 TFLOP/s that wgmma reaches
 #: on operands already in local memory (benchmarks/results/wgmma-probe-h200.txt).
 #: Efficiencies are the 4096^3 rates over the 62.6 TFLOP/s FP32 peak, divided by waves
 #: and kfill as above.

@@ -23,12 +23,13 @@
  * Local tiles: A in wgmma's no-swizzle K-major layout, 8 x 4 "core matrices" of 16-byte
  * rows, element (m, k) at float (m / 8) * TC_BK * 8 + (k / 4) * 32 + (m % 8) * 4 + k % 4:
  * core matrices next along k 128 bytes apart (the descriptor's leading byte offset),
- * next along m TC_BK * 32 bytes apart (its stride byte offset). Measured on the H200 with
- * a 64x8x8 product (wgmma-probe-h200.txt). B row-major, rows padded to BN + 8 words so
- * that a warp's fragment loads hit 32 distinct banks. In 3xTF32 each thread splits the A
- * elements it copied, once they land: the tile keeps the high parts and a second tile the
- * low parts; the B fragments are split in registers. In TF32 the A elements are rounded
- * in place (WG_ROUND), as cvt.rna rounds the register operand.
+ * next along m TC_BK * 32 bytes apart (its stride byte offset); checked on the H200 with a
+ * 64x64x8 product (benchmarks/wgmma_probe.py, wgmma-probe-h200.txt). B row-major, rows
+ * padded to BN + 8 words so that a warp's fragment loads hit 32 distinct banks. In 3xTF32
+ * each thread splits the A elements it copied, once they land: the tile keeps the high
+ * parts and one of two low-part tiles (by step parity) the low parts; the B fragments are
+ * split in registers. In TF32 the A elements are rounded in place (WG_ROUND), as cvt.rna
+ * rounds the register operand.
  *
  * Fragment layouts (PTX ISA, wgmma .m64nNk8 with .tf32, warp w of the warpgroup holding
  * rows 16w to 16w + 15; gr = lane / 4, tq = lane % 4): A a0 (gr, tq), a1 (gr + 8, tq),
@@ -46,7 +47,8 @@
 #define WG_NWG 2        /* warpgroups, side by side along n (64 columns each): 1 or 2 */
 #endif
 #ifndef TC_BK
-#define TC_BK 32        /* k per local tile (multiple of 8); one fresh accumulator each */
+#define TC_BK 32        /* k per local tile (multiple of 8); in 3xTF32 one fresh
+                           accumulator each */
 #endif
 #ifndef TC_STAGES
 #define TC_STAGES 3     /* local tiles in flight (cp.async pipeline depth), at least 2 */
@@ -142,7 +144,9 @@ void sgemm_wg(GEMM_GPU_PARAMS)
     __local float as[TC_STAGES * A_TILE] __attribute__((aligned(128)));
     __local float bs[TC_STAGES * B_TILE] __attribute__((aligned(16)));
 #if TC_SPLIT
-    __local float al[A_TILE] __attribute__((aligned(128)));
+    /* two low-part tiles: a warpgroup may split tile t + 1 while the other still
+     * multiplies tile t (the barrier bounds them to one step apart) */
+    __local float al[2 * A_TILE] __attribute__((aligned(128)));
 #endif
     const int tid = get_local_id(0);
     const int lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
@@ -173,6 +177,9 @@ void sgemm_wg(GEMM_GPU_PARAMS)
     for (int t = 0; t < steps; ++t) {
         asm volatile("cp.async.wait_group " STR(TC_STAGES - 2) ";");
         __local float *at = as + (t % TC_STAGES) * A_TILE;
+#if TC_SPLIT
+        __local float *lt = al + (t & 1) * A_TILE;
+#endif
         /* this thread's A elements of tile t have landed: split (or round) them */
 #if TC_SPLIT || WG_ROUND
 #if TC_VEC
@@ -185,7 +192,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
                 SPLIT(hi, lo, x[e])
                 x[e] = as_float(hi);
 #if TC_SPLIT
-                al[A_AT(A_M(v), a_k) + e] = as_float(lo);
+                lt[A_AT(A_M(v), a_k) + e] = as_float(lo);
 #endif
             }
         }
@@ -197,7 +204,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
             SPLIT(hi, lo, at[i])
             at[i] = as_float(hi);
 #if TC_SPLIT
-            al[i] = as_float(lo);
+            lt[i] = as_float(lo);
 #endif
         }
 #endif
@@ -225,7 +232,7 @@ void sgemm_wg(GEMM_GPU_PARAMS)
             /* core matrices of k 8ks to 8ks + 7: 2 x 128 bytes along k per step */
             const ulong dh = wg_desc(at + ks * 64);
 #if TC_SPLIT
-            const ulong dl = wg_desc(al + ks * 64);
+            const ulong dl = wg_desc(lt + ks * 64);
             WG_MMA(p, fl[ks], dh, ks > 0);        /* small terms first, fresh at ks 0 */
             WG_MMA(p, fh[ks], dl, 1);
             WG_MMA(p, fh[ks], dh, 1);
