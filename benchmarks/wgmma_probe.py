@@ -5,8 +5,8 @@ sm_90a), and how fast they run against mma.sync.
 
 NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses wgmma. The kernels
 (benchmarks/wgmma_probe.cl) write those instructions as deferred PTX lines, and
-``wticonv.runtime.ptx.undefer`` turns the compiled PTX into sm_90a PTX, built as a
-binary (as the program cache does for kernels/nv/sgemm_wg.cl). It prints:
+the program cache (``wticonv.runtime.ptx``, as for kernels/nv/sgemm_wg.cl) turns the
+compiled PTX into sm_90a PTX, built as a binary. It prints:
 
 - the max relative error of one warpgroup's 64x64x8 product (A from registers, B from
   local memory in the no-swizzle K-major layout with core matrices 128 bytes apart along
@@ -26,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-from wticonv.runtime.ptx import undefer
+import wticonv
+import wticonv_gemm
+from wticonv.runtime.kit import wgmma
 
 
 def main(argv=None) -> int:
@@ -36,20 +38,18 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.iterations < 1:
         ap.error(f"-i {args.iterations}: give at least 1 loop trip")
-    devices = [d for p in cl.get_platforms() if "NVIDIA" in p.name
-               for d in p.get_devices(cl.device_type.GPU) if _hopper(d)]
-    if not devices:
+    try:
+        handle = wticonv.Handle("gpu")
+    except wticonv.WticonvError as e:
+        sys.exit(f"wgmma_probe: {e}")
+    if not wgmma(handle.device):
         sys.exit("wgmma_probe: needs an NVIDIA GPU of compute capability 9.0 (H100, H200) "
                  "through NVIDIA's OpenCL")
-    dev = devices[0]
-    ctx = cl.Context([dev])
-    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    import wticonv_gemm
+    dev, ctx, q = handle.device.cl_device, handle.device.context, handle.device.queue
     include = Path(wticonv_gemm.__file__).parent / "kernels"
     src = (Path(__file__).with_suffix(".cl")).read_text()
-    first = cl.Program(ctx, src).build(options=f"-I {include}")
-    ptx = undefer(bytes(first.get_info(cl.program_info.BINARIES)[0]))
-    prog = cl.Program(ctx, [dev], [ptx]).build()
+    # the program cache undefers the PTX (wticonv.runtime.ptx), as for sgemm_wg.cl
+    prog = handle.device.build(src, f"-I {include}")
     print(f"{dev.name}, {dev.platform.version}: wgmma built through deferred PTX (sm_90a)")
 
     rng = np.random.default_rng(0)
@@ -59,7 +59,8 @@ def main(argv=None) -> int:
     a_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=A)
     b_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(B.T))
     d_buf = cl.Buffer(ctx, mf.READ_WRITE, 64 * 64 * 4)
-    prog.product(q, (128,), (128,), a_buf, b_buf, d_buf, np.uint32(128), np.uint32(256))
+    cl.Kernel(prog, "product")(q, (128,), (128,), a_buf, b_buf, d_buf, np.uint32(128),
+                                np.uint32(256))
     D = np.empty((64, 64), np.float32)
     cl.enqueue_copy(q, D, d_buf).wait()
     ref = A.astype(np.float64) @ B
@@ -79,14 +80,6 @@ def main(argv=None) -> int:
             print(f"{name}: {per_unit} work-groups per compute unit: {best * 1e3:.3f} ms, "
                   f"{flop_per_trip * groups * args.iterations / best / 1e12:.1f} TFLOP/s")
     return 0
-
-
-def _hopper(device) -> bool:
-    """Compute capability 9.0, where sm_90a's wgmma runs (as wticonv.runtime.kit.wgmma)."""
-    try:
-        return (device.compute_capability_major_nv, device.compute_capability_minor_nv) == (9, 0)
-    except (cl.Error, AttributeError):
-        return False
 
 
 def _time(q, kernel, groups: int) -> float:

@@ -63,3 +63,13 @@ def test_a_deferring_source_built_without_ptx_is_a_build_error():
     # a source that defers nothing comes back as it was built
     prg = object()
     assert cache._undefer(prg, b"\x7fELF", "kernel void k() {}", "") == (prg, b"\x7fELF")
+
+
+@pytest.mark.parametrize("isolate", ["1", "0"])
+def test_the_cpu_driver_refuses_a_deferring_source(handle, monkeypatch, isolate):
+    # PoCL returns no PTX, whether the build helper or this process compiles the source
+    monkeypatch.setenv("WTICONV_ISOLATE", isolate)
+    src = 'constant char mark[] = "//@wgmma.fence.sync.aligned;";\n' \
+          "kernel void k(global float *x) { x[0] = mark[0]; }"
+    with pytest.raises(KernelBuildError, match="only NVIDIA's OpenCL driver builds"):
+        handle.device.build(src, f"-DISOLATE={isolate}")

@@ -44,7 +44,8 @@ from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
            "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
-           "wgmma", "launch_overhead_s", "resident_work_items", "round_up", "workspace_room",
+           "wgmma", "compute_capability", "launch_overhead_s", "resident_work_items",
+           "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
            "WORKSPACE_CAP_BYTES", "WORKSPACE_CAP_SHARE"]
 
@@ -102,10 +103,22 @@ def tensor_cores_of(info, cl_device) -> bool:
     (``wticonv devices`` lists them)."""
     if info.kind != "gpu" or "nvidia" not in info.platform.lower():
         return False
+    cc = compute_capability(cl_device)
+    return cc is not None and cc >= (8, 0)
+
+
+def compute_capability(cl_device) -> tuple[int, int] | None:
+    """(major, minor) compute capability of an NVIDIA ``pyopencl.Device``, read through the
+    driver's ``cl_nv_device_attribute_query`` extension (a minor it does not give reads
+    0); None for any other device, or one that does not answer."""
     try:
-        return int(cl_device.compute_capability_major_nv) >= 8
-    except Exception:  # noqa: BLE001 - no such attribute or extension: no tensor cores
-        return False
+        major = int(cl_device.compute_capability_major_nv)
+    except Exception:  # noqa: BLE001 - no such attribute or extension
+        return None
+    try:
+        return major, int(cl_device.compute_capability_minor_nv)
+    except Exception:  # noqa: BLE001 - a stand-in that gives the major only
+        return major, 0
 
 
 def wgmma(device) -> bool:
@@ -115,13 +128,7 @@ def wgmma(device) -> bool:
     run on no other architecture, newer ones included (PTX ISA, "architecture-specific
     features")."""
     info, cl_device = device.info, getattr(device, "cl_device", None)
-    if not tensor_cores_of(info, cl_device):
-        return False
-    try:
-        return (int(cl_device.compute_capability_major_nv),
-                int(cl_device.compute_capability_minor_nv)) == (9, 0)
-    except Exception:  # noqa: BLE001 - no such attribute: not a Hopper
-        return False
+    return tensor_cores_of(info, cl_device) and compute_capability(cl_device) == (9, 0)
 
 
 #: Speed of each numerical class's arithmetic over the FP32 units', for a tensor-core

@@ -111,7 +111,6 @@ class ProgramCache:
             prg = self._load_binary(key, options, source)
             if prg is None:
                 prg, binary = self._build_cold(source, options)
-                prg, binary = self._undefer(prg, binary, source, options)
                 _check_kernels(prg, source, self.device, options)
                 self.counters.source_builds += 1
                 if self.store is not None:
@@ -129,22 +128,27 @@ class ProgramCache:
 
     def _build_cold(self, source: str, options: str) -> tuple[cl.Program, bytes | None]:
         """Build from source: in the helper when there is one (then load its binary here),
-        else in this process. Returns the program and its binary (None: ask the program)."""
+        else in this process; a source that defers PTX lines is built from its undeferred
+        PTX (:meth:`_undefer`). Returns the program and its binary (None: ask the
+        program)."""
         if self.helper is not None and isolation_enabled():
             binary = self.helper.build(source, options, self.device.name.strip())
             self.counters.isolated_builds += 1
+            if binary and defers(source):    # never loaded as it came: it lacks those lines
+                return self._undefer(None, binary, source, options)
             if binary:
                 try:
                     return _from_binary(self.context, self.device, binary, options,
                                         source), binary
                 except (cl.Error, RuntimeError):
                     pass    # a binary this context cannot load: build here (it builds)
-        return self._build_source(source, options), None
+        return self._undefer(self._build_source(source, options), None, source, options)
 
-    def _undefer(self, prg: cl.Program, binary: bytes | None, source: str, options: str
-                 ) -> tuple[cl.Program, bytes | None]:
-        """A program whose source defers PTX lines (:mod:`wticonv.runtime.ptx`) rebuilt
-        from its undeferred PTX, with that PTX as its binary; any other as it is.
+    def _undefer(self, prg: cl.Program | None, binary: bytes | None, source: str,
+                 options: str) -> tuple[cl.Program, bytes | None]:
+        """A program whose source defers PTX lines (:mod:`wticonv.runtime.ptx`) built from
+        its undeferred PTX (``binary``, or ``prg``'s when None), with that PTX as its
+        binary; any other as it is.
 
         Raises KernelBuildError if such a source was not compiled to PTX (a driver other
         than NVIDIA's): built as it is, the deferred instructions would be missing."""
