@@ -49,9 +49,10 @@ def parse_config(text: str) -> TcConfig:
         sizes = []
     if wg and len(sizes) == 4:
         bm, bn, bk, stages = sizes
-        if bm not in (64, 128, 256) or bn not in (64, 128) or bk < 8 or bk % 8 or stages < 2:
+        if (bm not in (64, 128, 256) or bn not in (64, 128) or bk < 8 or bk % 8
+                or not 2 <= stages <= 8):
             raise SystemExit(f"tc_gemm: config {text!r}: the wgmma kernel takes BM 64, 128 "
-                             "or 256, BN 64 or 128, BK a multiple of 8 and at least 2 stages")
+                             "or 256, BN 64 or 128, BK a multiple of 8 and 2 to 8 stages")
         return TcConfig(bm, bn, bm, 64, bk, bk, stages, efficiency=0.0, engine="wgmma")
     if wg or len(sizes) != 7 or min(sizes) < 1:
         raise SystemExit(f"tc_gemm: config {text!r} needs BMxBNxWMxWNxBKxKFxSTAGES "
@@ -130,6 +131,10 @@ def main(argv=None) -> int:
         ap.error(f"--sizes {args.sizes!r}: give MxNxK triples, e.g. 4096x4096x4096")
     if any(len(t) != 3 or min(t) < 1 for t in sizes):
         ap.error(f"--sizes {args.sizes!r}: give MxNxK triples of positive sizes")
+    if args.iterations < 1:
+        ap.error(f"-i {args.iterations}: give at least 1 timed run")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        ap.error(f"--json {args.json}: its folder does not exist")
     try:
         handle = wticonv.Handle("gpu")
     except wticonv.WticonvError as e:

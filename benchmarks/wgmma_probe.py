@@ -36,12 +36,13 @@ def main(argv=None) -> int:
     ap.add_argument("-i", "--iterations", type=int, default=2000,
                     help="loop trips per work-group in the rate kernels (default %(default)s)")
     args = ap.parse_args(argv)
-    if args.iterations < 1:
-        ap.error(f"-i {args.iterations}: give at least 1 loop trip")
+    if not 1 <= args.iterations < 2**31:
+        ap.error(f"-i {args.iterations}: give 1 to 2^31 - 1 loop trips")
     try:
         handle = wticonv.Handle("gpu")
     except wticonv.WticonvError as e:
-        sys.exit(f"wgmma_probe: {e}")
+        sys.exit(f"wgmma_probe: {e} (it needs an NVIDIA GPU of compute capability 9.0 "
+                 "through NVIDIA's OpenCL)")
     if not wgmma(handle.device):
         sys.exit("wgmma_probe: needs an NVIDIA GPU of compute capability 9.0 (H100, H200) "
                  "through NVIDIA's OpenCL")

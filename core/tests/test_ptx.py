@@ -44,7 +44,9 @@ def test_ptx_without_a_target_is_a_build_error():
 def test_defers_needs_the_mark_in_a_string_literal():
     assert defers('#define WG_DEFER "//@"\n')
     assert defers('asm volatile("//@wgmma.fence.sync.aligned;");')
+    assert defers('asm volatile("mov.u32 %0, 1;\\n//@wgmma.fence.sync.aligned;");')
     assert not defers("//@todo: a plain comment\nkernel void k() {}")
+    assert not defers('constant char s[] = "a//@b";')
 
 
 class _Device:
@@ -73,3 +75,38 @@ def test_the_cpu_driver_refuses_a_deferring_source(handle, monkeypatch, isolate)
           "kernel void k(global float *x) { x[0] = mark[0]; }"
     with pytest.raises(KernelBuildError, match="only NVIDIA's OpenCL driver builds"):
         handle.device.build(src, f"-DISOLATE={isolate}")
+
+
+def test_only_a_mark_that_starts_a_line_is_undeferred():
+    ptx = PTX.replace(b"// a plain comment", b"//@ text after code")
+    out = undefer(ptx + b'.file 1 "/a//@b.cl"\n')
+    assert b"\twgmma.fence.sync.aligned;\n" in out
+    assert b"mov.u32 %r1, %r2; //@ text after code" in out
+    assert b'"/a//@b.cl"' in out
+
+
+def test_a_target_without_specific_features_is_a_build_error():
+    with pytest.raises(KernelBuildError, match="compiled for sm_86; .* need sm_90a or newer"):
+        undefer(PTX.replace(b"sm_90,", b"sm_86,"))
+
+
+def test_compute_capability_and_wgmma_of_stand_ins():
+    from types import SimpleNamespace
+
+    from wticonv.runtime.kit import compute_capability, tensor_cores_of, wgmma
+
+    assert compute_capability(SimpleNamespace()) is None
+    assert compute_capability(SimpleNamespace(compute_capability_major_nv=8,
+                                              compute_capability_minor_nv=6)) == (8, 6)
+    assert compute_capability(SimpleNamespace(compute_capability_major_nv=9)) == (9, None)
+    info = SimpleNamespace(kind="gpu", platform="NVIDIA CUDA")
+
+    def dev(**cc):
+        return SimpleNamespace(info=info, cl_device=SimpleNamespace(**cc))
+
+    assert wgmma(dev(compute_capability_major_nv=9, compute_capability_minor_nv=0))
+    assert not wgmma(dev(compute_capability_major_nv=8, compute_capability_minor_nv=6))
+    assert not wgmma(dev(compute_capability_major_nv=10, compute_capability_minor_nv=0))
+    assert not wgmma(dev(compute_capability_major_nv=9))       # the minor unknown
+    assert tensor_cores_of(info, SimpleNamespace(compute_capability_major_nv=9))
+    assert not tensor_cores_of(info, SimpleNamespace(compute_capability_major_nv=7))

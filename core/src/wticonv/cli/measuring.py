@@ -149,7 +149,7 @@ def _write_probe_csv(path: str, measured: list, device) -> None:
 @_math_option
 @_limit_option
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Timed runs per solver after one warm-up.")
+              help="Timed runs per solver after one warm-up; the fastest is kept.")
 @_time_cap_option
 @_network_options
 @click.option("--no-search", is_flag=True,
@@ -196,7 +196,7 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
 @click.argument("network", metavar="NETWORK")
 @_network_options
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Timed runs per solver after one warm-up.")
+              help="Timed runs per solver after one warm-up; the fastest is kept.")
 @_time_cap_option
 @click.option("--csv", "csv_path", default=None, metavar="FILE",
               help="Write every measurement (predicted and measured ms) to this CSV file.")

@@ -104,21 +104,21 @@ def tensor_cores_of(info, cl_device) -> bool:
     if info.kind != "gpu" or "nvidia" not in info.platform.lower():
         return False
     cc = compute_capability(cl_device)
-    return cc is not None and cc >= (8, 0)
+    return cc is not None and cc[0] >= 8
 
 
-def compute_capability(cl_device) -> tuple[int, int] | None:
+def compute_capability(cl_device) -> tuple[int, int | None] | None:
     """(major, minor) compute capability of an NVIDIA ``pyopencl.Device``, read through the
-    driver's ``cl_nv_device_attribute_query`` extension (a minor it does not give reads
-    0); None for any other device, or one that does not answer."""
+    driver's ``cl_nv_device_attribute_query`` extension: None for any other device, or one
+    that does not answer; minor None when only the major is given (a stand-in)."""
     try:
         major = int(cl_device.compute_capability_major_nv)
     except Exception:  # noqa: BLE001 - no such attribute or extension
         return None
     try:
         return major, int(cl_device.compute_capability_minor_nv)
-    except Exception:  # noqa: BLE001 - a stand-in that gives the major only
-        return major, 0
+    except Exception:  # noqa: BLE001 - the major only
+        return major, None
 
 
 def wgmma(device) -> bool:

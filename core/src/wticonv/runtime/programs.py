@@ -25,8 +25,9 @@ from wticonv.runtime.ptx import deferred, defers, undefer
 __all__ = ["ProgramCache", "BuildCounters"]
 
 # Bump when the way programs are built or stored changes, to invalidate stored binaries
-# ("2": stored with a SHA-256 of their bytes).
-_CACHE_FORMAT = "2"
+# ("2": stored with a SHA-256 of their bytes; "3": sources that defer PTX lines are stored
+# undeferred, wticonv.runtime.ptx, or refused).
+_CACHE_FORMAT = "3"
 
 
 @dataclass
@@ -161,9 +162,10 @@ class ProgramCache:
             binary = b""
         if not deferred(binary):
             raise KernelBuildError(
-                f"OpenCL program failed to build on {self.device.name.strip()} (options "
-                f"{options!r}): its source defers PTX lines (//@), which only NVIDIA's "
-                "OpenCL driver builds, and this driver did not return PTX")
+                f"OpenCL program refused on {self.device.name.strip()} (options "
+                f"{options!r}): its source defers PTX lines (a string literal or asm line "
+                "starting with //@, wticonv.runtime.ptx), which only NVIDIA's OpenCL driver "
+                "builds, and this driver did not return PTX with those lines")
         ptx = undefer(binary)
         try:
             return _from_binary(self.context, self.device, ptx, options, source), ptx

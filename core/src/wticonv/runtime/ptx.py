@@ -18,40 +18,55 @@ import re
 
 from wticonv.errors import KernelBuildError
 
-__all__ = ["DEFER_MARK", "defers", "deferred", "undefer"]
+__all__ = ["DEFER_MARK", "FIRST_SPECIFIC_SM", "defers", "deferred", "undefer"]
 
-#: Prefix of a deferred PTX line (the kernels' ``WG_DEFER``): "//@".
+#: Prefix of a deferred PTX line (the kernels' ``WG_DEFER``): "//@" at the start of the
+#: line, after any indentation.
 DEFER_MARK = b"//@"
 
-_TARGET = re.compile(rb"^(\.target\s+sm_\d+)([a-z]?)(?![a-z\d])", re.MULTILINE)
+#: Oldest architecture with architecture-specific ("a") features: sm_90 (Hopper).
+FIRST_SPECIFIC_SM = 90
+
+_TARGET = re.compile(rb"^(\.target\s+sm_(\d+))([a-z]?)(?![a-z\d])", re.MULTILINE)
+_DEFERRED_LINE = re.compile(rb"^([ \t]*)//@", re.MULTILINE)
+#: In OpenCL C: a string literal, or a line within one (after "\n"), that starts with it.
+_DEFERRING = re.compile(r'(?:"|\\n)//@')
 
 
 def defers(source: str) -> bool:
-    """Whether OpenCL C ``source`` defers PTX lines: it holds the mark at the start of a
-    string literal (``"//@``), as inline asm and the kernels' ``WG_DEFER`` write it; a
-    ``//@`` in a plain comment does not count."""
-    return '"' + DEFER_MARK.decode() in source
+    """Whether OpenCL C ``source`` defers PTX lines: a string literal, or a line inside one
+    (after ``\\n``), starts with the mark, as inline asm and the kernels' ``WG_DEFER``
+    write it. A ``//@`` elsewhere (in a plain comment, or inside a line) does not count."""
+    return _DEFERRING.search(source) is not None
 
 
 def deferred(binary: bytes) -> bool:
     """Whether ``binary`` is PTX text with deferred lines."""
-    return DEFER_MARK in binary and b".target" in binary
+    return b".target" in binary and _DEFERRED_LINE.search(binary) is not None
 
 
 def undefer(binary: bytes) -> bytes:
-    """``binary`` (PTX text) with its deferred lines made code and its target made
-    architecture-specific (``.target sm_90`` -> ``.target sm_90a``; a target that already
-    is stays).
+    """``binary`` (PTX text) with its deferred lines made code (the mark removed where it
+    starts a line) and its target made architecture-specific (``.target sm_90`` ->
+    ``.target sm_90a``; a target that already is stays).
 
     Raises
     ------
     KernelBuildError
-        If the PTX names no target of the form ``sm_NN``.
+        If the PTX names no target of the form ``sm_NN``, or one older than sm_90, which
+        has no architecture-specific instructions to defer.
     """
     text = binary.rstrip(b"\0")
-    text, n = _TARGET.subn(lambda m: m.group(1) + (m.group(2) or b"a"), text, count=1)
-    if n == 0:
+    m = _TARGET.search(text)
+    if m is None:
         raise KernelBuildError(
             "a kernel with deferred PTX lines (//@) was compiled to PTX without a "
             "'.target sm_NN' line; only NVIDIA's OpenCL driver builds such kernels")
-    return text.replace(DEFER_MARK, b"")
+    if int(m.group(2)) < FIRST_SPECIFIC_SM:
+        raise KernelBuildError(
+            f"a kernel with deferred PTX lines (//@) was compiled for sm_{int(m.group(2))}; "
+            f"its deferred instructions need sm_{FIRST_SPECIFIC_SM}a or newer (compute "
+            f"capability {FIRST_SPECIFIC_SM // 10}.0, wticonv.runtime.kit.wgmma)")
+    if not m.group(3):
+        text = text[:m.end(1)] + b"a" + text[m.end(1):]
+    return _DEFERRED_LINE.sub(rb"\1", text)
