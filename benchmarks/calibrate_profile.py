@@ -37,6 +37,9 @@ def main(argv=None) -> int:
     probes = len({p for p, *_ in runs})
     print(f"{handle.device.info.name}: {probes} probes, {len(runs)} solver runs in "
           f"{wall:.1f} s ({wall / max(probes, 1) * 1e3:.0f} ms per probe)")
+    c = handle.device.programs.counters
+    print(f"programs: {c.source_builds} built from source ({c.isolated_builds} in the build "
+          f"helper), {c.binary_loads} loaded from stored binaries, {c.memory_hits} memory hits")
     st = pstats.Stats(prof, stream=sys.stdout)
     if args.stats:
         st.dump_stats(args.stats)

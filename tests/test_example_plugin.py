@@ -97,7 +97,7 @@ def test_installed_example_is_listed_ranked_benched_and_conformant(venv, tmp_pat
                            str(EXAMPLE / "tests")], capture_output=True, text=True,
                           timeout=600, cwd=tmp_path)
     assert test.returncode == 0, test.stdout[-2000:]
-    assert "9 passed" in test.stdout
+    assert "10 passed" in test.stdout
 
 
 FAULTS = '''

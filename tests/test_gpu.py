@@ -138,3 +138,15 @@ def test_tensor_core_solvers_match_the_reference(gpu_handle, p, direction):
         assert e1 < tolerance_for(h.registry, f"{base}_tf32", q), (base, e1)
         assert e3 < e1 / 10, (base, e3, e1)
     assert "gemm.im2col" in ran, ran
+
+
+@pytest.mark.parametrize("solver_id", [f"{b}_{m}" for b in TC_BASES for m in ("3xtf32", "tf32")
+                                       if (b, m) != ("winograd.f4x3", "tf32")])
+def test_tensor_core_solvers_name_their_programs(gpu_handle, solver_id):
+    """The conformance kit's programs check on the tensor-core classes (the CPU suite
+    cannot run them): each names exactly the programs its run builds."""
+    from wticonv.testing import check_solver
+
+    h = _tc_handle(gpu_handle)
+    report = check_solver(solver_id, h, checks=["programs"])
+    assert report.ok and report.results[0].covered, str(report)

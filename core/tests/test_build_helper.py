@@ -132,3 +132,50 @@ def test_a_stand_in_device_info_builds_on_the_real_device(handle, tmp_path):
     prg = stand_in.programs.build(SRC + "// stand-in\n", "-DSTAND_IN=1")
     assert stand_in.programs.counters.isolated_builds == 1
     assert list(_run_thrice(stand_in, prg))[:3] == [0.0, 3.0, 6.0]
+
+
+def test_precompile_builds_several_at_once_and_build_then_finds_them(handle, faulty_children):
+    dev = handle.device
+    helper = _helper(dev)
+    cache = ProgramCache(dev.context, dev.cl_device, dev.key, None, helper=helper)
+    good = [(SRC, f"-DPRE={i}") for i in range(4)]
+    bad = (SRC + "// ABORT_HERE\n", "")
+    seen = []
+    try:
+        built = cache.precompile(good + [good[0], bad], jobs=3,
+                                 progress=lambda done, total: seen.append((done, total)))
+        assert built == 4                   # the aborting one is left to build()
+        assert seen == [(i, 5) for i in range(1, 6)]
+        assert cache.counters.source_builds == 4 and cache.counters.isolated_builds == 4
+        assert helper.starts >= 1           # the cache's own helper took part, kept
+        prg = cache.build(*good[2])
+        assert cache.counters.memory_hits == 1 and cache.counters.source_builds == 4
+        assert list(_run_thrice(dev, prg)) == [3.0 * i for i in range(8)]
+        assert cache.precompile(good) == 0  # all there: nothing to do
+        with pytest.raises(KernelBuildError, match="aborted"):
+            cache.build(*bad)               # reported where a solver asks for it
+    finally:
+        helper.close()
+
+
+def test_precompile_does_nothing_without_isolation(handle, monkeypatch):
+    monkeypatch.setenv("WTICONV_ISOLATE", "0")
+    dev = handle.device
+    helper = _helper(dev)
+    cache = ProgramCache(dev.context, dev.cl_device, dev.key, None, helper=helper)
+    assert cache.precompile([(SRC, "-DPRE=9")], jobs=2) == 0
+    assert cache.counters.source_builds == 0 and helper.starts == 0
+
+
+def test_build_jobs_reads_the_environment(monkeypatch):
+    from wticonv import DeviceError
+    from wticonv.runtime.build_helper import BUILD_JOBS, build_jobs
+
+    monkeypatch.delenv("WTICONV_BUILD_JOBS", raising=False)
+    assert 1 <= build_jobs() <= BUILD_JOBS
+    monkeypatch.setenv("WTICONV_BUILD_JOBS", "3")
+    assert build_jobs() == 3
+    for bad in ("0", "x", "65", "-1"):
+        monkeypatch.setenv("WTICONV_BUILD_JOBS", bad)
+        with pytest.raises(DeviceError, match="WTICONV_BUILD_JOBS"):
+            build_jobs()

@@ -35,7 +35,8 @@ def test_plugins_lists_distributions_solvers_hooks_and_quarantines(fake_dist, ca
     acme = rows["wticonv-acme"]
     (s,) = acme["solvers"]
     assert s["solver_id"] == "acme.conv" and s["tolerance"] == 2e-5 and s["max_wti"] == 1.0
-    assert s["hooks"] == ["get_wti", "is_applicable", "is_dynamic", "run", "workspace_size"]
+    assert s["hooks"] == ["get_wti", "is_applicable", "is_dynamic", "programs", "run",
+                          "workspace_size"]
     assert s["hook_api"] == [1, 2] and s["tunable"] is False and s["dynamic"] is True
     (q,) = acme["quarantined"]
     assert q["solver_id"] == "direct.naive" and "belongs to the distribution" in q["reason"]

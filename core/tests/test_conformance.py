@@ -23,7 +23,7 @@ def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
     assert list(CHECKS) == ["hooks", "queries_pure", "wti", "guards", "reference", "dynamic",
-                            "runs_cleanly", "nan_inf", "nan_inf_weights"]
+                            "programs", "runs_cleanly", "nan_inf", "nan_inf_weights"]
     mark = parametrize_with_checks(["a.b"], expected_failed_checks={"wti": "known"})
     params = mark.args[1]
     assert [p.id for p in params] == [f"a.b-{name}" for name in CHECKS]
@@ -103,8 +103,44 @@ class _NotReallyDynamic(_Like):
         naive.run(problem, device, tensors, workspace)
 
 
+class _NamesItsPrograms(_Like):
+    solver_id = "fake.names_programs"
+
+    @hookimpl
+    def programs(self, problem, device):
+        return naive.programs(problem, device)
+
+
+class _NamesNone(_Like):
+    solver_id = "fake.names_none"
+
+    @hookimpl
+    def programs(self, problem, device):
+        return []                           # run builds one
+
+
+class _NamesOneTooMany(_NamesItsPrograms):
+    solver_id = "fake.names_too_many"
+
+    @hookimpl
+    def programs(self, problem, device):
+        return naive.programs(problem, device) + [("__kernel void k() {}", "-DUNUSED=1")]
+
+
+class _NamesBadly(_Like):
+    solver_id = "fake.names_badly"
+
+    @hookimpl
+    def programs(self, problem, device):
+        return [src for src, _ in naive.programs(problem, device)]     # sources only
+
+
 @pytest.mark.parametrize("fake, failing", [
     (_Like, []),
+    (_NamesItsPrograms, []),
+    (_NamesNone, ["programs"]),
+    (_NamesOneTooMany, ["programs"]),
+    (_NamesBadly, ["programs"]),
     (_BadWti, ["wti", "guards", "reference", "dynamic", "runs_cleanly", "nan_inf",
                "nan_inf_weights"]),     # set aside in selection: it can be run by none
     (_DeclinesAll, ["wti", "guards", "reference", "dynamic", "runs_cleanly",
@@ -167,7 +203,7 @@ def test_the_kit_catches_writes_outside_the_output(wticonv_handle):
     report = check_solver(_WritesPastItsOutput.solver_id, h, raise_on_failure=False,
                           corpus=[EDGE_SHAPES["groups 4"]], examples=3)
     failed = {r.check: r.message for r in report.results if not r.passed}
-    assert set(failed) == set(CHECKS) - {"hooks", "queries_pure", "wti"}
+    assert set(failed) == set(CHECKS) - {"hooks", "queries_pure", "wti", "programs"}
     assert all("wrote outside its output tensor" in m for m in failed.values())
 
 

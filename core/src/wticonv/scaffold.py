@@ -69,7 +69,8 @@ every size is a kernel argument, so one build serves every shape. No workspace.
 
 Host code uses wticonv's host kit (:mod:`wticonv.runtime.kit`): :data:`KERNELS` reads
 ``kernels/*.cl`` (build errors name the file and line) and keeps the built kernels per
-device; :func:`plan` describes the launch; ``enqueue`` runs it with the tensors bound.
+device; :func:`plan` describes the launch; ``enqueue`` runs it with the tensors bound, and
+``programs_of`` names its program so that the core can compile it ahead.
 
 WTI: the kernel modelled at :data:`EFFICIENCY` of the device's peak FP32 rate, plus the
 device's measured launch overhead, on CPUs and GPUs; -2.0 (unknown) on other devices. A
@@ -83,7 +84,7 @@ import numpy as np
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
 from wticonv.runtime.kit import (KernelLibrary, Launch, enqueue, launch_overhead_s,
-                                 modelled_kind, round_up)
+                                 modelled_kind, programs_of, round_up)
 
 #: The plugin's kernel files (src/wticonv_{name}/kernels/).
 KERNELS = KernelLibrary("wticonv_{name}")
@@ -136,6 +137,10 @@ class DirectSolver:
     @hookimpl
     def workspace_size(self, problem, device):
         return 0
+
+    @hookimpl
+    def programs(self, problem, device):       # optional: lets the core compile ahead
+        return programs_of([plan(problem)])
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

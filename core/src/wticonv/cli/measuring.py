@@ -7,6 +7,7 @@ perf-db, calibration); progress goes to stderr, results to stdout (``--json`` fo
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
@@ -142,6 +143,18 @@ def _write_probe_csv(path: str, measured: list, device) -> None:
             w.writerow([p.key, p.direction, sid, f"{pred:.6g}", f"{t:.6g}", *dev])
 
 
+def _compile_progress(as_json: bool):
+    """A precompile progress callback that says on standard error what was compiled ahead
+    (nothing with --json, whose standard output is the answer)."""
+    start = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        if not as_json and done == total:
+            print(f"compiled {total} program(s) ahead, several at once, in "
+                  f"{time.monotonic() - start:.1f} s", file=sys.stderr)
+    return None if as_json else progress
+
+
 @cli.command(context_settings=_PASSTHROUGH)
 @_trace_option
 @_json_option
@@ -166,9 +179,13 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
     shows "find-db").
     """
     from wticonv.measuring.find import find as find_problem
+    from wticonv.measuring.precompile import precompile_problems
 
     problems = _targets("find", args, n, directions)
     handle = _handle(device)
+    if len(problems) > 1:                   # every layer's programs, several at once
+        precompile_problems(handle, problems, workspace_limit, not no_search,
+                            _compile_progress(as_json))
     out = []
     for i, p in enumerate(problems, 1):
         results = find_problem(handle, p, iterations, time_cap_ms, workspace_limit,
@@ -230,6 +247,10 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
         if not as_json:
             print(f"[{i + 1}/{count}] {p.key}", file=sys.stderr)
 
+    from wticonv.measuring.precompile import precompile_problems
+
+    precompile_problems(handle, list(counts), workspace_limit,
+                        progress=_compile_progress(as_json))
     cases = ev.evaluate(handle, list(counts), iterations, time_cap_ms, workspace_limit,
                         progress, counts=counts)
     summary = ev.summarize(cases)

@@ -10,6 +10,8 @@ Order of calls for one problem (immediate mode)::
 
     is_applicable -> (if applicable) is_dynamic, workspace_size, get_wti -> rank -> run
 
+A solver may also implement the optional ``programs`` hook, naming the programs ``run``
+builds, so that calibration, find and evaluate compile them ahead, several at once.
 A solver with kernel parameters worth searching (tile sizes, splits) may also implement
 the optional ``perf_configs`` hook: it is then *tunable*. ``wticonv tune`` times each perf
 config it lists and stores the fastest in the perf-db; the core passes the stored one (or
@@ -77,10 +79,11 @@ WTI_UNKNOWN = -2.0
 
 #: Every hook a solver must implement.
 HOOK_NAMES = ("is_applicable", "is_dynamic", "get_wti", "workspace_size", "run")
-#: Hooks a solver may implement: ``perf_configs`` makes it *tunable* (``wticonv tune``).
-OPTIONAL_HOOK_NAMES = ("perf_configs",)
+#: Hooks a solver may implement: ``perf_configs`` makes it *tunable* (``wticonv tune``);
+#: ``programs`` lets the core compile its programs ahead, several at once.
+OPTIONAL_HOOK_NAMES = ("perf_configs", "programs")
 #: Hooks that receive the perf config the solver is to use (None: its own default).
-PERF_CONFIG_HOOKS = ("get_wti", "workspace_size", "run")
+PERF_CONFIG_HOOKS = ("get_wti", "workspace_size", "run", "programs")
 
 
 class Decline:
@@ -244,4 +247,30 @@ class SolverSpec:
         **Must not:** build or run anything; it may take up to a millisecond. The perf
         configs must not change what the solver computes, only how fast, and must keep
         it dynamic (one build per perf config serves every N, H and W).
+        """
+
+    @hookspec(firstresult=True)
+    def programs(self, problem: ConvProblem, device: DeviceLike,
+                 workspace_limit: int | None, perf_config: str | None
+                 ) -> list[tuple[str, str]]:
+        """The OpenCL programs ``run`` builds for ``problem`` (optional hook).
+
+        Implement it so that the core can compile a solver's programs before it times them:
+        ``wticonv calibrate``, ``find`` and ``evaluate`` collect the programs of every
+        problem they will run and compile the ones not yet cached several at once, in
+        build-helper processes (:meth:`wticonv.runtime.programs.ProgramCache.precompile`;
+        MIOpen's find mode compiles its solutions' kernels in parallel the same way). A
+        solver without it is compiled when it first runs, as before.
+
+        **When called:** before ``run``, after ``is_applicable`` said yes, with the
+        ``workspace_limit`` and ``perf_config`` ``run``'s workspace was sized for.
+
+        **Returns:** a list of ``(source, options)`` pairs of str, exactly as ``run`` passes
+        them to ``device.build``; :func:`wticonv.runtime.kit.programs_of` makes it from the
+        :class:`~wticonv.runtime.kit.Launch` list a kit-based solver plans. Pairs ``run``
+        does not build only waste compile time; programs ``run`` builds that are missing
+        are compiled when it runs. The conformance kit checks that ``run`` builds nothing
+        unlisted.
+
+        **Must not:** build or run anything; it may take up to a millisecond.
         """

@@ -76,6 +76,8 @@ class SolverEntry:
         The solver object (the pluggy plugin).
     tunable : bool
         It implements the optional ``perf_configs`` hook (``wticonv tune`` searches it).
+    precompiles : bool
+        It implements the optional ``programs`` hook (its programs can be compiled ahead).
     tolerance, max_wti : float
         Its declared ``tolerance`` (rms_range) and ``max_wti``, checked at registration
         (:mod:`wticonv.contract.answers`), or their defaults.
@@ -90,6 +92,7 @@ class SolverEntry:
     entry_point: str
     obj: Any = field(compare=False, repr=False)
     tunable: bool = False
+    precompiles: bool = False
     tolerance: float = 1e-5
     max_wti: float = 1.0
     math: str = "fp32"
@@ -310,7 +313,8 @@ class SolverRegistry:
             raise PluginError(f"solver {sid!r} implements unknown hook(s) {', '.join(unknown)}; "
                               f"the hooks are {', '.join(known)}")
         entry = SolverEntry(sid, distribution, version, entry_point, obj,
-                            tunable="perf_configs" in implemented, tolerance=tolerance,
+                            tunable="perf_configs" in implemented,
+                            precompiles="programs" in implemented, tolerance=tolerance,
                             max_wti=max_wti, math=math_class)
         self.solvers[sid] = entry
         self._callers.clear()

@@ -43,8 +43,8 @@ from wticonv.selection.correction import CORRECT_WITHIN
 from wticonv.workloads.generator import random_problems
 from wticonv.workloads.networks import corpus_networks, load_network
 
-__all__ = ["PROBE_BATCHES", "PROBE_COUNT", "BUDGET_S", "SHRINK_PROBES", "SKIP_SLOWER_THAN",
-           "calibrate", "corpus_layers", "fit_factors", "probe_problems"]
+__all__ = ["PROBE_BATCHES", "PROBE_COUNT", "BUDGET_S", "PLAN_AHEAD", "SHRINK_PROBES",
+           "SKIP_SLOWER_THAN", "calibrate", "corpus_layers", "fit_factors", "probe_problems"]
 
 #: Batch sizes the probes are drawn at, per device kind (the batch sizes frameworks run
 #: at: inference at 1, training at 8-64 on GPUs, smaller on CPUs).
@@ -235,31 +235,49 @@ def _find_db_runs(handle) -> list:
     return runs
 
 
+#: Probes planned at a time: the programs of their solvers are compiled together, several
+#: at once (:mod:`wticonv.measuring.precompile`), before any of them is timed. The first
+#: 200 probes name nearly every program a calibration needs; later chunks add a few.
+PLAN_AHEAD = 200
+
+
 def _measure_probes(handle, probes, iterations, time_cap_ms, progress, budget_s) -> list:
     """``(problem, solver_id, raw predicted ms, measured ms)`` of the applicable solvers
     predicted within :data:`SKIP_SLOWER_THAN` of the fastest on each probe, in order,
-    until ``budget_s`` seconds are spent (at least until one probe ran)."""
+    until ``budget_s`` seconds are spent (at least until one probe ran). The probes are
+    planned :data:`PLAN_AHEAD` at a time and their programs compiled first."""
+    from wticonv.measuring.precompile import precompile
     from wticonv.measuring.timing import timed_together
 
     runs: list = []
     start = time.monotonic()
-    for i, p in enumerate(probes):
+    for first in range(0, len(probes), PLAN_AHEAD):
         if runs and time.monotonic() - start > budget_s:
             break
-        if progress is not None:
-            progress(i, len(probes), p)
-        try:
-            predicted = _raw_predictions(handle, p)
+        planned = []
+        for p in probes[first:first + PLAN_AHEAD]:
+            try:
+                predicted = _raw_predictions(handle, p)
+            except WticonvError:
+                continue
             if predicted:
                 fastest = min(predicted.values())
                 predicted = {sid: t for sid, t in predicted.items()
                              if t <= SKIP_SLOWER_THAN * fastest}
-            timings = timed_together(handle, p, iterations, time_cap_ms, None,
-                                     dict.fromkeys(predicted))
+            planned.append((p, predicted))
+        precompile(handle, ((p, dict.fromkeys(pred)) for p, pred in planned))
+        for j, (p, predicted) in enumerate(planned):
+            if runs and time.monotonic() - start > budget_s:
+                break
+            if progress is not None:
+                progress(first + j, len(probes), p)
+            try:
+                timings = timed_together(handle, p, iterations, time_cap_ms, None,
+                                         dict.fromkeys(predicted))
+            except WticonvError:
+                continue
             runs.extend((p, sid, predicted[sid], t[0]) for sid, t in timings.items()
                         if not isinstance(t, WticonvError))
-        except WticonvError:
-            continue
     return runs
 
 

@@ -39,6 +39,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from wticonv.measuring.find import DEFAULT_ITERATIONS, DEFAULT_TIME_CAP_MS, find
+from wticonv.measuring.precompile import precompile_problems
 from wticonv.selection.ranking import select
 
 __all__ = ["Case", "evaluate", "summarize", "write_csv", "write_plot", "RULES"]
@@ -124,6 +125,7 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
     cases = []
     problems = list(problems)
     weights = _counts(problems, counts)
+    precompile_problems(handle, problems, workspace_limit)     # several at once
     for i, p in enumerate(problems):
         if progress is not None:
             progress(i, len(problems), p)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wticonv.errors import WticonvError
+from wticonv.measuring.precompile import precompile_problems
 from wticonv.measuring.timing import check_limits, problem_tensors, timed_together
 from wticonv.problem.conv import ConvProblem
 
@@ -108,6 +109,7 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
         if r.solver_id in reg.disabled:
             r.reason = "disabled (WTICONV_DISABLE_SOLVERS)"
     active = [r for r in results if r.solver_id not in reg.disabled]
+    precompile_problems(handle, [problem], workspace_limit, search)
     try:
         with problem_tensors(handle, problem) as tensors:
             tuned = {}

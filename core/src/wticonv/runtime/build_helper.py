@@ -37,7 +37,7 @@ import time
 import warnings
 from typing import BinaryIO
 
-from wticonv.errors import KernelBuildError
+from wticonv.errors import DeviceError, KernelBuildError
 from wticonv.runtime.isolation import (
     child_argv,
     child_env,
@@ -46,11 +46,38 @@ from wticonv.runtime.isolation import (
     timeout_from_env,
 )
 
-__all__ = ["BUILD_TIMEOUT_S", "BuildHelper", "close_all", "helper_for", "real_key"]
+__all__ = ["BUILD_JOBS", "BUILD_TIMEOUT_S", "BuildHelper", "build_jobs", "close_all",
+           "helper_for", "real_key"]
 
 #: Seconds one build may take in the helper before it is killed (``WTICONV_BUILD_TIMEOUT``
 #: overrides). The largest built-in programs take 2-5 s with PoCL on a 2-core machine.
 BUILD_TIMEOUT_S = 300.0
+
+#: Most helpers that compile at once when programs are compiled ahead
+#: (:meth:`wticonv.runtime.programs.ProgramCache.precompile`; ``WTICONV_BUILD_JOBS``
+#: overrides, 1 compiles one at a time). Each NVIDIA helper holds a CUDA context (about a
+#: second to start), each PoCL one a copy of LLVM; a cold calibration on the H200 compiled
+#: 61 programs in 39 s one at a time (0.64 s each, benchmarks/calibrate_profile.py).
+BUILD_JOBS = 8
+
+
+def build_jobs() -> int:
+    """Helpers to compile with at once: ``WTICONV_BUILD_JOBS`` (a whole number from 1 to
+    64), else :data:`BUILD_JOBS` or the CPUs this process may use, whichever is fewer.
+
+    Raises DeviceError if ``WTICONV_BUILD_JOBS`` is set to anything else."""
+    raw = os.environ.get("WTICONV_BUILD_JOBS", "").strip()
+    if raw:
+        if not (raw.isdigit() and 1 <= int(raw) <= 64):
+            raise DeviceError(f"WTICONV_BUILD_JOBS={raw!r} is not a whole number from 1 to "
+                              "64; unset it or set e.g. WTICONV_BUILD_JOBS=4")
+        return int(raw)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(BUILD_JOBS, cpus))
+
 
 _helpers: dict[tuple[int, int, str], BuildHelper] = {}
 _helpers_lock = threading.Lock()
@@ -128,6 +155,11 @@ class BuildHelper:
         #: Seconds the helper spent on the last build (what isolation adds is the rest of
         #: the call's time: the round trip; see benchmarks/build_isolation.py).
         self.last_build_s = 0.0
+
+    def sibling(self) -> BuildHelper:
+        """Another helper for the same device (started at its first build), to compile
+        beside this one."""
+        return BuildHelper(self.platform_index, self.device_index, self.device_key)
 
     def _start(self) -> subprocess.Popen:
         self._stderr = tempfile.TemporaryFile()

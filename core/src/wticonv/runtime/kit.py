@@ -12,7 +12,9 @@ Contract (what a plugin may rely on):
 - :class:`Launch`: one kernel launch, described without any buffer: file, kernel, build
   options, global and local sizes (work-items), arguments (NumPy scalars and buffer names
   bound when enqueued) and the cost fields the WTI models read.
-- :func:`enqueue`: runs a list of launches in order on ``device.queue``.
+- :func:`enqueue`: runs a list of launches in order on ``device.queue``;
+  :func:`programs_of` names the programs they build (a solver's optional ``programs``
+  hook).
 - :func:`modelled_kind`: the one rule for the device kind a WTI model describes:
   ``"gpu"`` for GPUs, ``"cpu"`` for CPUs, None for every other device (accelerators,
   simulators), on which solvers answer ``WTI_UNKNOWN`` (-2.0) instead of modelling the
@@ -42,7 +44,7 @@ from wticonv.contract.hookspecs import Decline
 from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
-__all__ = ["KernelLibrary", "Launch", "enqueue", "modelled_kind", "kernel_family",
+__all__ = ["KernelLibrary", "Launch", "enqueue", "programs_of", "modelled_kind", "kernel_family",
            "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
            "wgmma", "compute_capability", "launch_overhead_s", "resident_work_items",
            "round_up", "workspace_room",
@@ -276,6 +278,8 @@ class KernelLibrary:
             k = per_device.get(key)
             if k is None:
                 k = per_device[key] = cl.Kernel(device.build(source, options), name)
+            elif (programs := getattr(device, "programs", None)) is not None:
+                programs.note_use(source, options)      # for the kit's programs check
             return k
 
     def launch(self, file: str, kernel: str, options: str, global_size: tuple[int, ...],
@@ -387,3 +391,15 @@ def enqueue(device, launches: Iterable[Launch], buffers: Mapping[str, object]) -
                                f"{e.args[0]!r}, which is not among {sorted(buffers)}; pass it "
                                "to enqueue") from None
         device.enqueue_kernel(kernel, launch.global_size, launch.local_size, *args)
+
+
+def programs_of(launches: Iterable[Launch]) -> list[tuple[str, str]]:
+    """The distinct ``(source, options)`` pairs :func:`enqueue` builds for ``launches``,
+    in launch order: what a kit-based solver's ``programs`` hook returns
+    (:meth:`wticonv.contract.hookspecs.SolverSpec.programs`).
+
+    Raises what :meth:`KernelLibrary.source` raises (a kernel file missing or including
+    itself), as enqueueing would.
+    """
+    return list(dict.fromkeys((launch.library.source(launch.file), launch.options)
+                              for launch in launches))

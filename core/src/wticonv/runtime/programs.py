@@ -6,14 +6,20 @@ build from source runs in the device's build helper (:mod:`wticonv.runtime.build
 a compiler crash ends the helper, not the caller; the binary it returns is loaded here and
 stored. A program that builds without any of the kernels its source declares is a build
 error too. The counters tell tests and ``wticonv bench`` how many builds really happened.
+
+:meth:`ProgramCache.precompile` compiles many programs ahead, several at once in build
+helpers (what calibrate, find and evaluate do with the programs their solvers name).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import queue
 import re
 import threading
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyopencl as cl
@@ -84,6 +90,7 @@ class ProgramCache:
         self.counters = BuildCounters()
         self._programs: dict[str, cl.Program] = {}
         self._lock = threading.Lock()
+        self._recorders: list[set[str]] = []
 
     @staticmethod
     def digest(source: str, options: str) -> str:
@@ -105,6 +112,8 @@ class ProgramCache:
         """
         key = self.digest(source, options)
         with self._lock:
+            for seen in self._recorders:
+                seen.add(key)
             prg = self._programs.get(key)
             if prg is not None:
                 self.counters.memory_hits += 1
@@ -126,6 +135,121 @@ class ProgramCache:
                 self.counters.binary_loads += 1
             self._programs[key] = prg
             return prg
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[set[str]]:
+        """``with cache.recording() as seen:`` collects the :meth:`digest` of every program
+        :meth:`build` is asked for inside the block, built or found (the conformance kit
+        compares them with a solver's ``programs`` hook)."""
+        seen: set[str] = set()
+        with self._lock:
+            self._recorders.append(seen)
+        try:
+            yield seen
+        finally:
+            with self._lock:
+                self._recorders.remove(seen)
+
+    def note_use(self, source: str, options: str) -> None:
+        """Tell the :meth:`recording` blocks open now that a program is used again without
+        asking :meth:`build` (a kernel object kept by the caller, as the host kit keeps
+        them); nothing happens when none is open."""
+        if self._recorders:
+            key = self.digest(source, options)
+            with self._lock:
+                for seen in self._recorders:
+                    seen.add(key)
+
+    def precompile(self, programs: Iterable[tuple[str, str]], jobs: int | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> int:
+        """Compile the ``(source, options)`` pairs of ``programs`` that are neither in
+        memory nor stored, up to ``jobs`` at once (default
+        :func:`wticonv.runtime.build_helper.build_jobs`), each in its own build helper,
+        and keep them as :meth:`build` would: a later :meth:`build` of one is a memory hit.
+
+        A program that fails to compile here is left out: :meth:`build` compiles it again
+        when a solver asks for it and raises its error there, where the solver is set
+        aside. Without a build helper (``WTICONV_ISOLATE=0``) nothing is compiled ahead.
+        ``progress`` is called with (programs done, programs to compile) as each ends.
+
+        Returns the number of programs compiled here.
+        """
+        from wticonv.runtime.build_helper import build_jobs
+
+        todo: dict[str, tuple[str, str]] = {}
+        with self._lock:
+            for source, options in programs:
+                key = self.digest(source, options)
+                if key in todo or key in self._programs:
+                    continue
+                prg = self._load_binary(key, options, source)
+                if prg is not None:
+                    self.counters.binary_loads += 1
+                    self._programs[key] = prg
+                else:
+                    todo[key] = (source, options)
+        if not todo or self.helper is None or not isolation_enabled():
+            return 0
+        jobs = max(1, min(jobs or build_jobs(), len(todo)))
+        work: queue.Queue = queue.Queue()
+        for item in todo.items():
+            work.put(item)
+        done: queue.Queue = queue.Queue()
+        helpers = [self.helper] + [self.helper.sibling() for _ in range(jobs - 1)]
+        name = self.device.name.strip()
+
+        def compile_some(helper) -> None:
+            while True:
+                try:
+                    key, (source, options) = work.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    done.put((key, source, options, helper.build(source, options, name)))
+                except Exception:  # noqa: BLE001 - build() compiles it again and reports
+                    done.put((key, source, options, None))
+
+        threads = [threading.Thread(target=compile_some, args=(h,), daemon=True,
+                                    name=f"wticonv-precompile-{i}")
+                   for i, h in enumerate(helpers)]
+        for t in threads:
+            t.start()
+        built = 0
+        try:
+            for i in range(len(todo)):
+                key, source, options, binary = done.get()
+                if binary is not None and self._keep(key, source, options, binary):
+                    built += 1
+                if progress is not None:
+                    progress(i + 1, len(todo))
+        finally:
+            for t in threads:
+                t.join()
+            for h in helpers[1:]:
+                h.close()
+        return built
+
+    def _keep(self, key: str, source: str, options: str, binary: bytes) -> bool:
+        """Load ``binary``, compiled from ``source`` in a build helper, into memory and the
+        store as :meth:`build` would; False (nothing kept) if it cannot be used."""
+        self.counters.isolated_builds += 1
+        try:
+            if defers(source):
+                prg, binary = self._undefer(None, binary, source, options)
+            else:
+                prg = _from_binary(self.context, self.device, binary, options, source)
+            _check_kernels(prg, source, self.device, options)
+        except (cl.Error, RuntimeError, KernelBuildError):
+            return False
+        with self._lock:
+            self.counters.source_builds += 1
+            self._programs.setdefault(key, prg)
+        if self.store is not None and binary:
+            try:
+                self.store.put_program_binary(self.device_key, key, bytes(binary))
+            except (OSError, StoreError):
+                pass
+        return True
 
     def _build_cold(self, source: str, options: str) -> tuple[cl.Program, bytes | None]:
         """Build from source: in the helper when there is one (then load its binary here),

@@ -279,6 +279,45 @@ def check_guards(sut: SolverUnderTest) -> int:
     return len(sut.accepted())
 
 
+def check_programs(sut: SolverUnderTest) -> int | None:
+    """A solver with the optional ``programs`` hook names exactly the programs its run
+    builds: on each accepted corpus problem (the first :data:`PROGRAMS_PROBLEMS`) the hook
+    answers a list of ``(source, options)`` pairs of str, and ``run`` asks
+    ``device.build`` for those programs and no others (an unnamed one is compiled
+    late, one at a time; a named one it never builds wastes a compilation). Solvers
+    without the hook pass."""
+    if not sut.entry.precompiles:
+        return None
+    from wticonv.runtime.programs import ProgramCache
+
+    cache = sut.handle.device.programs
+    accepted = sut.accepted()[:PROGRAMS_PROBLEMS]
+    for i, p in enumerate(accepted):
+        chosen = sut.handle.select(p, solver=sut.solver_id, allow_tf32=True).chosen
+        answer = sut.call("programs", p, None, perf_config=chosen.perf_config)
+        if not (isinstance(answer, list) and all(
+                isinstance(a, tuple) and len(a) == 2 and all(isinstance(x, str) for x in a)
+                for a in answer)):
+            raise CheckFailure(f"programs answered {answer!r:.120} on {p.key}, not a list of "
+                               "(source, options) pairs of str (kit.programs_of makes one)")
+        named = {ProgramCache.digest(src, opts): opts for src, opts in answer}
+        with cache.recording() as built:
+            sut.run(p, random_data(p, i))
+        extra, unused = built - set(named), set(named) - built
+        if extra:
+            raise CheckFailure(f"{p.key}: run built {len(extra)} program(s) its programs hook "
+                               f"did not name (it named {len(named)}); return the pairs run "
+                               "passes to device.build")
+        if unused:
+            raise CheckFailure(f"{p.key}: programs named {len(unused)} program(s) run never "
+                               "built (options " + ", ".join(
+                                   repr(named[k]) for k in sorted(unused))[:200] + ")")
+    return len(accepted)
+
+
+#: Accepted problems the ``programs`` check compares (each one run).
+PROGRAMS_PROBLEMS = 6
+
 #: Check name -> function, in run order (test ids use the names).
 CHECKS = {
     "hooks": check_hooks,
@@ -287,6 +326,7 @@ CHECKS = {
     "guards": check_guards,
     "reference": check_reference,
     "dynamic": check_dynamic,
+    "programs": check_programs,
     "runs_cleanly": check_runs_cleanly,
     "nan_inf": check_nan_inf,
     "nan_inf_weights": check_nan_inf_weights,

@@ -35,7 +35,7 @@ Devices other than CPUs and GPUs get ``WTI_UNKNOWN`` (-2.0,
 from __future__ import annotations
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind
+from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind, programs_of
 
 from . import depthwise_plan
 
@@ -128,6 +128,13 @@ class DepthwiseSolver:
         kind = depthwise_plan.kernel_family(device)   # the plan's rule (tests may patch it)
         return depthwise_plan.plan(problem, kind, device.info.compute_units,
                                    workspace_limit).workspace
+
+    @hookimpl
+    def programs(self, problem, device, workspace_limit):
+        kind = depthwise_plan.kernel_family(device)
+        ws = self.workspace_size(problem, device, workspace_limit)
+        return programs_of(depthwise_plan.plan(problem, kind, device.info.compute_units,
+                                               ws).launches)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

@@ -25,7 +25,7 @@ the guaranteed last resort, so it never answers "unknown".
 from __future__ import annotations
 
 from wticonv import hookimpl
-from wticonv.runtime.kit import enqueue, modelled_kind
+from wticonv.runtime.kit import enqueue, modelled_kind, programs_of
 
 from . import launch, naive_wti
 
@@ -66,6 +66,10 @@ class NaiveSolver:
     @hookimpl
     def workspace_size(self, problem, device):
         return 0
+
+    @hookimpl
+    def programs(self, problem, device):
+        return programs_of([launch.plan(problem, device)])
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

@@ -39,7 +39,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, launch_overhead_s
+from wticonv.runtime.kit import enqueue, kernel_family, launch_overhead_s, programs_of
 
 from . import tiled_configs, tiled_plan, tiled_wti
 from .tiled_plan import INT32_MAX
@@ -119,6 +119,11 @@ class TiledSolver:
     def perf_configs(self, problem, device, workspace_limit):
         return tiled_configs.perf_configs(problem, kernel_family(device),
                                           device.info.compute_units, workspace_limit)
+
+    @hookimpl
+    def programs(self, problem, device, workspace_limit, perf_config):
+        ws = self.workspace_size(problem, device, workspace_limit, perf_config)
+        return programs_of(plan_for(problem, device, ws, perf_config).launches)
 
     @hookimpl
     def run(self, problem, device, tensors, workspace, perf_config):

@@ -18,7 +18,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, tensor_core_decline, workspace_room
+from wticonv.runtime.kit import (
+    enqueue,
+    kernel_family,
+    programs_of,
+    tensor_core_decline,
+    workspace_room,
+)
 
 from . import plan, tcsolver, wti
 
@@ -94,6 +100,12 @@ class Im2colSolver:
         launches = _plan(problem, kernel_family(device), device.info.compute_units, ws,
                          device.info.vector_width, self.math)
         return wti.wti(problem, launches, device)
+
+    @hookimpl
+    def programs(self, problem, device, workspace_limit):
+        ws = self.workspace_size(problem, device, workspace_limit)
+        return programs_of(_plan(problem, kernel_family(device), device.info.compute_units,
+                                 ws, device.info.vector_width, self.math))
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, tensor_core_decline
+from wticonv.runtime.kit import enqueue, kernel_family, programs_of, tensor_core_decline
 
 from . import plan, tcsolver, wti
 
@@ -66,6 +66,11 @@ class OneByOneSolver:
     def get_wti(self, problem, device):
         return wti.wti(problem, _plan(problem, kernel_family(device), device.info.compute_units,
                                       device.info.vector_width, self.math), device)
+
+    @hookimpl
+    def programs(self, problem, device):
+        return programs_of(_plan(problem, kernel_family(device), device.info.compute_units,
+                                 device.info.vector_width, self.math))
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

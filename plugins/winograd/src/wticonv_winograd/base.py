@@ -27,6 +27,7 @@ from wticonv.runtime.kit import (
     enqueue,
     kernel_family,
     modelled_kind,
+    programs_of,
     tensor_core_decline,
     workspace_room,
 )
@@ -159,6 +160,14 @@ class WinogradBase:
         launches = _plan(problem, v, kernel_family(device), device.info.compute_units, layout,
                          device.info.vector_width, self.math)
         return sgemm.wti(problem, launches, device)
+
+    @hookimpl
+    def programs(self, problem, device, workspace_limit):
+        v = self.covers(problem)
+        layout = _layout(problem, v, kernel_family(device), device.info.compute_units,
+                         self.workspace_size(problem, device, workspace_limit))
+        return programs_of(_plan(problem, v, kernel_family(device), device.info.compute_units,
+                                 layout, device.info.vector_width, self.math))
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

@@ -20,7 +20,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, launch_overhead_s, modelled_kind
+from wticonv.runtime.kit import (
+    enqueue,
+    kernel_family,
+    launch_overhead_s,
+    modelled_kind,
+    programs_of,
+)
 from wticonv_gemm import sgemm
 
 from .f2x3 import covers_3x3
@@ -87,6 +93,10 @@ class FusedF2x3Solver:
         t = max(sgemm.predict_seconds(launches, device), launch_overhead_s(device)
                 + _floor_s(problem, kind, device.info.compute_units))
         return problem.flops / (device.peak_flops * t)
+
+    @hookimpl
+    def programs(self, problem, device):
+        return programs_of(_plan(problem, kernel_family(device)))
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):

@@ -1,0 +1,60 @@
+"""Compiling the programs of many problems ahead (wticonv.measuring.precompile)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from wticonv import ConvProblem
+from wticonv.measuring.precompile import precompile, programs_of_solvers
+
+P = ConvProblem(2, 8, 10, 10, 8, 3, 3, pad_h=1, pad_w=1)
+SOLVERS = ("direct.naive", "direct.tiled", "gemm.im2col", "winograd.f2x3")
+
+
+def test_programs_of_solvers_names_what_their_runs_build(own_handle):
+    h = own_handle
+    pairs = programs_of_solvers(h, P, dict.fromkeys(SOLVERS))
+    assert len(pairs) >= len(SOLVERS)
+    assert all(isinstance(s, str) and isinstance(o, str) for s, o in pairs)
+    assert programs_of_solvers(h, P, {"no.such": None, "winograd.f2x3": None}) == \
+        programs_of_solvers(h, P, {"winograd.f2x3": None})     # unknown ids add nothing
+    # a 1x1 problem: winograd does not apply, so it names nothing
+    assert programs_of_solvers(h, ConvProblem(1, 8, 6, 6, 8, 1, 1),
+                               {"winograd.f2x3": None}) == []
+
+
+def test_after_precompile_the_runs_compile_nothing(own_handle):
+    h = own_handle
+    counters = h.device.programs.counters
+    work = [(P.with_direction(d), dict.fromkeys(SOLVERS)) for d in ("fwd", "bwd", "wrw")]
+    expected = {pair for p, s in work for pair in programs_of_solvers(h, p, s)}
+    built = precompile(h, work)
+    assert built == len(expected) == counters.source_builds
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(P.x_shape, dtype=np.float32)
+    w = rng.standard_normal(P.w_shape, dtype=np.float32)
+    results = [h.compute(P, x, w, solver=sid) for sid in SOLVERS]
+    assert counters.source_builds == built          # nothing compiled late
+    for r in results[1:]:
+        assert np.allclose(r, results[0], rtol=1e-4, atol=1e-4)
+    assert precompile(h, work) == 0                  # all cached now
+
+
+def test_a_cold_calibration_compiles_everything_ahead(own_handle, monkeypatch):
+    from wticonv.measuring import calibrate as cal
+
+    probes = [P.with_direction(d) for d in ("fwd", "bwd", "wrw")]
+    monkeypatch.setattr(cal, "_probes", lambda kind, n: probes)
+    monkeypatch.setattr(cal, "SKIP_SLOWER_THAN", float("inf"))
+    cache = own_handle.device.programs
+    ahead = []
+    real = cache.precompile
+    monkeypatch.setattr(cache, "precompile", lambda *a, **k: ahead.append(real(*a, **k))
+                        or ahead[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        factors = cal.calibrate(own_handle, iterations=1)
+    assert factors["direct.naive"][1] == 3
+    assert ahead and sum(ahead) == cache.counters.source_builds > 0
+    own_handle.device.store.clear()
