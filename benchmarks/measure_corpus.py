@@ -7,7 +7,7 @@
 Each distinct problem (a layer of any chosen network, or a random problem of
 :func:`wticonv.workloads.generator.random_problems`, in each direction) is measured once,
 however many networks share it: every applicable solver is timed as ``wticonv evaluate``
-times them (:func:`wticonv.measuring.evaluate.evaluate`: find mode without search, median
+times them (:func:`wticonv.measuring.evaluate.evaluate`: find mode without search, fastest
 of ``-i`` runs, ``--time-cap-ms``). One CSV row per (problem, solver), in the columns of
 ``wticonv calibrate --csv`` plus the fallback's choice, so ``tools/heldout.py`` and
 ``tools/replay_evaluate.py`` read it; the raw predictions are made uncalibrated (a fresh

@@ -21,13 +21,11 @@ then run this on others.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
 import sys
 from collections import defaultdict
-from types import SimpleNamespace
 
 from wticonv.contract.registry import SolverRegistry
 from wticonv.problem import ConvProblem
@@ -39,11 +37,8 @@ from wticonv_gemm.tensorcore import TC_CONFIGS
 
 def tensor_core_device(compute_units: int, peak: float, bandwidth: float):
     """A recording stand-in that :func:`wticonv.runtime.kit.tensor_cores` accepts."""
-    dev = RecordingDevice("gpu", compute_units=compute_units, peak_flops=peak,
-                          bandwidth=bandwidth)
-    dev.info = dataclasses.replace(dev.info, platform="NVIDIA CUDA (stand-in)")
-    dev.cl_device = SimpleNamespace(compute_capability_major_nv=9)
-    return dev
+    return RecordingDevice("gpu", compute_units=compute_units, peak_flops=peak,
+                           bandwidth=bandwidth, compute_capability=(9, None))
 
 
 def summary(label: str, logs: list[float]) -> str:

@@ -183,7 +183,9 @@ def main(argv=None) -> int:
     try:
         probes = load(args.probes, "measurements")
         rows = [r for path in args.measurements for r in load(path, "measurements")]
-        device = device_for(probes, vector_width=args.vector_width)
+        registry = SolverRegistry()
+        # the probes' figures (first rows); tensor cores if any file ran them
+        device = device_for(probes + rows, vector_width=args.vector_width, registry=registry)
         on = (probes[0].get("device"), probes[0].get("kind"))
         for path in args.measurements:
             first = load(path, "measurements")[0]
@@ -196,7 +198,6 @@ def main(argv=None) -> int:
     except ReplayError as e:
         print(f"heldout: error: {e}", file=sys.stderr)
         return 2
-    registry = SolverRegistry()
     replay = Replay(registry, device, probes + rows)
     probe_keys = sorted({r["problem"] for r in probes})
     nets = networks_measured(replay, None if args.split == "all" else args.split)

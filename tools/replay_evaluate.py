@@ -124,11 +124,15 @@ def load(path, kind: str) -> list[dict]:
 
 
 def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=None,
-               vector_width=None):
+               vector_width=None, registry=None):
     """The stand-in device a replay predicts on: the figures recorded in the calibration
     rows (``calibrate --csv`` writes kind, compute units, peak, bandwidth and launch
     overhead), overridden by the arguments given; files without them take the arguments
-    or an H200's (GPU) or a 2-core CPU's figures.
+    or an H200's (GPU) or a 2-core CPU's figures. A GPU whose rows hold runs of a
+    tensor-core solver (one whose declared math class, in ``registry`` or the installed
+    solvers', is not ``fp32``: only a device with tensor cores runs them) had them: its
+    stand-in gets an NVIDIA compute capability (:data:`TENSOR_CORE_STAND_IN`), so those
+    solvers are predicted and chosen in the replay as on the device.
 
     Raises
     ------
@@ -174,8 +178,25 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
     width = vector_width if vector_width is not None else number("vector_width", int)
     if width is not None and width < 1:
         raise ReplayError(f"vector width {width} must be at least 1")
+    tc = kind == "gpu" and ran_tensor_cores(cal_rows, registry)
     return RecordingDevice(kind, compute_units=cu, peak_flops=peak, bandwidth=bandwidth,
-                           launch_overhead_s=overhead, vector_width=width)
+                           launch_overhead_s=overhead, vector_width=width,
+                           compute_capability=TENSOR_CORE_STAND_IN if tc else None)
+
+
+#: Compute capability of a replay's stand-in for a GPU that ran tensor-core solvers: the
+#: major only (8, Ampere: the least :func:`wticonv.runtime.kit.tensor_cores` takes), so no
+#: solver's sm_90a-only path (:func:`wticonv.runtime.kit.wgmma`) is assumed from it.
+TENSOR_CORE_STAND_IN = (8, None)
+
+
+def ran_tensor_cores(rows, registry=None) -> bool:
+    """Whether ``rows`` hold a run of a solver whose math class is not ``fp32`` in
+    ``registry`` (default: the installed solvers); ids it does not know count as FP32."""
+    registry = registry or SolverRegistry()
+    known = set(registry.ids())
+    return any(registry.get(sid).math != "fp32"
+               for sid in {r.get("solver") for r in rows} if sid in known)
 
 
 def raw_predictions(registry, device, problem):
@@ -276,9 +297,9 @@ def main(argv=None) -> int:
                 raise ReplayError(f"{path} was measured on {on[0]} ({on[1]}), the "
                                   f"calibration on {measured_on[0]} ({measured_on[1]}): "
                                   "replay an evaluation with its own device's calibration")
-        device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth,
-                            args.vector_width)
         registry = SolverRegistry()
+        device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth,
+                            args.vector_width, registry)
         for path, rows in evaluations:
             replay(registry, device, cal, rows, args.verbose, label=path)
     except ReplayError as e:

@@ -161,3 +161,34 @@ def test_replay_says_which_cases_it_leaves_out(tmp_path, capsys):
     assert "22 cases" in out.out
     assert "solvers not installed here: bogus.solver" in out.err
     assert "5 case(s) left out, their choice not measured in the file" in out.err
+
+
+def test_a_gpu_that_ran_tensor_core_solvers_is_replayed_with_them():
+    """Rows with a run of a non-FP32 solver make the stand-in an NVIDIA GPU with tensor
+    cores, so the replay predicts (and may choose) the same tensor-core solvers as the
+    device did; rows of FP32 solvers only give one without them."""
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.runtime.kit import tensor_cores, wgmma
+
+    tool = _tool()
+    registry = SolverRegistry()
+    split = [sid for sid in registry.ids() if registry.get(sid).math == "3xtf32"]
+    assert split, "the built-in plugins register 3xtf32 solvers"
+    base = {"kind": "gpu", "compute_units": "132", "peak_flops": "6.25e13",
+            "bandwidth": "4.1e12", "direction": "fwd",
+            "problem": "64-28-28-1x1-64-28-28-1-0x0-1x1-1x1-0-NCHW-FP32-F"}
+    fp32_only = [dict(base, solver="gemm.1x1"), dict(base, solver="direct.naive")]
+    plain = tool.device_for(fp32_only, registry=registry)
+    assert not tensor_cores(plain)
+    with_tc = tool.device_for(fp32_only + [dict(base, solver=split[0])], registry=registry)
+    assert tensor_cores(with_tc) and not wgmma(with_tc)     # major 8 only: no sm_90a paths
+    assert with_tc.peak_flops == 6.25e13                    # the figures are still the rows'
+    problem = ConvProblem(1, 64, 28, 28, 64, 1, 1)
+    offered = set(tool.raw_predictions(registry, with_tc, problem))
+    assert set(split) & offered and not set(split) & set(
+        tool.raw_predictions(registry, plain, problem))
+    # a CPU's rows never make a tensor-core stand-in, and the stand-in refuses one
+    cpu = tool.device_for([dict(base, kind="cpu", solver=split[0])], registry=registry)
+    assert not tensor_cores(cpu)
+    with pytest.raises(ValueError, match="CPU stand-in"):
+        tool.RecordingDevice("cpu", compute_capability=(9, 0))

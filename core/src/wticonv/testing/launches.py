@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,15 +97,23 @@ class RecordingDevice:
     ``peak_flops`` (FLOP/s), ``bandwidth`` (bytes/s) and ``launch_overhead_s`` (s) feed
     the solvers' WTI models; the defaults are an H200's figures (GPU) or a 2-core AVX-512
     CPU's (the launch overhead: :data:`wticonv.runtime.kit.FALLBACK_LAUNCH_OVERHEAD_S`).
+    ``compute_capability`` ``(major, minor)`` (minor may be None) makes a GPU stand-in an
+    NVIDIA one that :func:`wticonv.runtime.kit.tensor_cores` reads as such (major 8 and
+    newer), so the tensor-core solvers are offered on it; None (the default) has none.
     """
 
     def __init__(self, kind: str = "gpu", memory: int = 2**40, compute_units: int | None = None,
                  peak_flops: float | None = None, bandwidth: float | None = None,
                  launch_overhead_s: float | None = None,
-                 vector_width: int | None = None) -> None:
+                 vector_width: int | None = None,
+                 compute_capability: tuple[int, int | None] | None = None) -> None:
         gpu = kind == "gpu"
+        if compute_capability is not None and not gpu:
+            raise ValueError("compute_capability is an NVIDIA GPU's: a CPU stand-in has none")
         self.info = DeviceInfo(
-            platform_index=0, device_index=0, platform="wticonv recording",
+            platform_index=0, device_index=0,
+            platform="NVIDIA CUDA (wticonv recording)" if compute_capability
+            else "wticonv recording",
             name=f"recording {kind}", vendor="wticonv", driver_version="0",
             version="OpenCL 3.0", kind=kind,
             compute_units=compute_units or (132 if gpu else 2), clock_mhz=1000,
@@ -119,6 +128,12 @@ class RecordingDevice:
         self.queue = None
         self.figures_known = True
         self.launches: list[RecordedLaunch] = []
+        if compute_capability is not None:
+            major, minor = compute_capability
+            attrs = {"compute_capability_major_nv": major}
+            if minor is not None:
+                attrs["compute_capability_minor_nv"] = minor
+            self.cl_device = SimpleNamespace(**attrs)
 
     def __repr__(self) -> str:
         return f"<RecordingDevice {self.info.kind} {self.info.global_mem_bytes} bytes>"
