@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from types import SimpleNamespace
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
