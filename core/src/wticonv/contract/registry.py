@@ -50,7 +50,7 @@ __all__ = ["SolverRegistry", "SolverEntry", "Quarantined", "ENTRY_POINT_GROUP",
 
 ENTRY_POINT_GROUP = "wticonv.solvers"
 #: The solver distributions made with the core (the isolated conformance kit keeps them).
-BUILT_IN_DISTRIBUTIONS = ("wticonv-direct", "wticonv-gemm", "wticonv-winograd")
+BUILT_IN_DISTRIBUTIONS = ("wticonv-direct", "wticonv-gemm", "wticonv-winograd", "wticonv-fft")
 #: The query hooks selection asks every solver, in order, with the arguments it passes
 #: (a prefix of ``problem, device, workspace_limit, perf_config``).
 QUERY_HOOKS = (("is_applicable", ("problem", "device", "workspace_limit")),
