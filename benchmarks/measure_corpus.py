@@ -15,7 +15,8 @@ cache directory unless ``--keep-cache``).
 
 Rows are written as each problem is done, so a run stopped by ``--budget-s`` (or killed)
 keeps what it measured; ``--skip FILE`` leaves out the problems a file already holds, to
-go on in another run. ``--keys FILE`` measures the problems named in a file (one problem
+go on in another run. ``--solvers 'fft.*'`` times only the matching solvers (a new
+solver's rows, merged in a replay with earlier files' rows of the others). ``--keys FILE`` measures the problems named in a file (one problem
 key per line, ``#`` comments): after a model change that changes a solver's launches, the
 problems whose measurements it made stale (a replay reads the later file's rows over the
 earlier's).
@@ -136,6 +137,10 @@ def main(argv=None) -> int:
                      help="stop (keeping what was measured) after this many seconds")
     how.add_argument("--skip", action="append", default=[], metavar="FILE",
                      help="leave out the problems this CSV already holds")
+    how.add_argument("--solvers", default="", metavar="GLOBS",
+                     help="comma-separated solver-id patterns (fnmatch, e.g. 'fft.*'): time "
+                          "only these solvers; the rows of a replay's other solvers come from "
+                          "earlier files (default: every installed solver)")
     how.add_argument("--keep-cache", action="store_true",
                      help="use the usual cache directory (its calibration and perf-db); "
                           "else a temporary one, removed when the run ends (not when it is "
@@ -174,7 +179,20 @@ def main(argv=None) -> int:
     from wticonv.measuring.evaluate import evaluate
 
     todo = [p for p in todo_all if p.key not in skip]
-    handle = wticonv.Handle(args.device)
+    registry = None
+    if args.solvers:
+        import fnmatch
+
+        from wticonv.contract.registry import SolverRegistry
+
+        globs = [g.strip() for g in args.solvers.split(",") if g.strip()]
+        registry = SolverRegistry()
+        keep = {s for s in registry.ids() if any(fnmatch.fnmatchcase(s, g) for g in globs)}
+        if not keep:
+            ap.error(f"--solvers {args.solvers}: no installed solver matches (installed: "
+                     f"{', '.join(registry.ids())})")
+        registry.disabled |= set(registry.ids()) - keep
+    handle = wticonv.Handle(args.device, registry=registry)
     dev = handle.device
     figures = (dev.info.name, dev.kind, dev.info.compute_units, f"{dev.peak_flops:.6g}",
                f"{dev.bandwidth:.6g}", f"{dev.launch_overhead_s:.6g}", dev.info.vector_width)

@@ -148,6 +148,7 @@ def test_workspace_is_the_spectra_exactly():
     (P(1, 4, 9, 9, 4, 3, 3, dilation_h=2, dilation_w=2, pad_h=2, pad_w=2), "dilation 2x2"),
     (P(1, 4, 9, 9, 4, 3, 3, groups=2, pad_h=1, pad_w=1), "2 groups"),
     (P(1, 2, 40, 40, 2, MAX_FILTER + 1, 3), f"filter {MAX_FILTER + 1}x3"),
+    (P(1, 8, 9, 9, 8, 1, 1), "filter 1x1: a 1x1 convolution is a GEMM"),
 ])
 def test_declines_what_it_does_not_cover(handle, p, reason):
     verdict = fft.is_applicable(p, handle.device, None)

@@ -36,8 +36,9 @@ from wticonv.runtime.kit import KernelLibrary, Launch
 from wticonv.runtime.kit import round_up as _round
 from wticonv_gemm import sgemm
 
-__all__ = ["KERNELS", "TILES", "Pass", "Layout", "bins", "pass_of", "workspace_layout",
-           "one_image_bytes", "plan", "index_limit_reason", "tile_options"]
+__all__ = ["KERNELS", "TILES", "TRANSFORM_COST", "FILTER_EFFICIENCY", "Pass", "Layout", "bins",
+           "pass_of", "workspace_layout", "one_image_bytes", "plan", "index_limit_reason",
+           "tile_options"]
 
 _F32 = 4
 _SRC = "fft.cl"
@@ -45,19 +46,32 @@ _SRC = "fft.cl"
 KERNELS = KernelLibrary("wticonv_fft")
 #: Tile sides the kernels are built for (powers of two: the radix-2 transforms).
 TILES = (8, 16, 32)
-#: Work-items per work-group of the tile transforms: FFT_PAIRS tiles x T rows.
-_GROUP = {"cpu": 64, "gpu": 256}
+#: Work-items per work-group of the tile transforms (FFT_PAIRS tiles x T rows), by kind
+#: and tile side. (512 on GPUs for T = 8 and 16, more tiles per group, measured 0-50 %
+#: slower on the H200 than 256.)
+_GROUP = {"cpu": {8: 64, 16: 64, 32: 64}, "gpu": {8: 256, 16: 256, 32: 256}}
 _LOCAL = {"cpu": 16, "gpu": 64}       # work-group of the filter kernels
 _INT32 = 2**31 - 1
-#: Memory traffic of the tile transforms is charged this many times its bytes: their
-#: reads gather T x T tiles that overlap by R-1 rows and columns and their writes scatter
-#: one value per bin, far from a plain copy's pattern (initial figures, to be refined
-#: from the recorded runs; the calibration's correction fits what remains).
-TRANSFORM_COST = {"cpu": 3, "gpu": 2}
-#: Efficiency (fraction of the FP32 peak) of the transforms' butterflies, whose FLOPs
-#: (5 N log2 N per length-N complex FFT, the usual operation count) are charged on top
-#: of their traffic: scalar code with shuffles through local memory.
-FFT_EFFICIENCY = {"cpu": 0.05, "gpu": 0.05}
+#: Cost of the tile transforms (fft_tiles, ifft_tiles) as a multiple of their traffic
+#: (each float of the picture and of the spectra read or written once, at the measured
+#: bandwidth), by device kind, kernel and tile side; their butterflies hide under it. The
+#: factors are above 1 because the reads gather overlapping tiles and the writes scatter
+#: one value per bin, FFT_PAIRS tiles contiguous (fewer at larger T). Fitted
+#: by tools/fit_fft_costs.py to per-launch times of benchmarks/fft_launches.py on the
+#: calibration probes and the development networks (docs/wti-models.md, "FFT").
+TRANSFORM_COST = {
+    "gpu": {"fft_tiles": {8: 1.42, 16: 1.32, 32: 2.31},
+            "ifft_tiles": {8: 1.23, 16: 3.39, 32: 6.4}},
+    "cpu": {"fft_tiles": {8: 8.21, 16: 14.1, 32: 14.6},
+            "ifft_tiles": {8: 6.73, 16: 11.8, 32: 14.9}},
+}
+#: Efficiency (fraction of the FP32 peak) of the filter transforms (fft_filter,
+#: fft_filter_grad): direct sums over the taps and bins, separable by axis, in scalar code;
+#: their traffic (filters and spectra once) is charged as well. Fitted as TRANSFORM_COST.
+FILTER_EFFICIENCY = {
+    "gpu": {"fft_filter": 0.168, "fft_filter_grad": 0.093},
+    "cpu": {"fft_filter": 0.053, "fft_filter_grad": 0.033},
+}
 
 
 def bins(t: int) -> int:
@@ -68,7 +82,7 @@ def bins(t: int) -> int:
 def tile_options(t: int, kind: str) -> str:
     """Build options of the kernels for tile side ``t`` on a device of ``kind``."""
     return (f"-DFFT_T={t} -DFFT_LOG2T={t.bit_length() - 1} "
-            f"-DFFT_PAIRS={_GROUP[kind] // t}")
+            f"-DFFT_PAIRS={_GROUP[kind][t] // t}")
 
 
 @dataclass(frozen=True)
@@ -208,10 +222,9 @@ def index_limit_reason(p, t: int) -> str | None:
     return None
 
 
-def _fft_flops(t: int, transforms: int) -> int:
-    """FLOPs of ``transforms`` 2-D tile transforms (t row FFTs and t/2 + 1 column FFTs of
-    length t, 5 t log2 t each)."""
-    return transforms * (t + t // 2 + 1) * 5 * t * (t.bit_length() - 1)
+def _transform(kind: str, kernel: str, t: int, floats: int) -> dict:
+    """The cost fields of a tile transform moving ``floats`` floats."""
+    return {"bytes": round(_F32 * TRANSFORM_COST[kind][kernel][t] * floats)}
 
 
 def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
@@ -223,19 +236,18 @@ def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
     B, I, O = ps.bins, ps.I, ps.O
     th, tw = ps.tiles
     opts = tile_options(t, kind)
-    pairs = _GROUP[kind] // t
+    pairs = _GROUP[kind][t] // t
     local = _LOCAL[kind]
-    cost = _F32 * TRANSFORM_COST[kind]
-    eff = FFT_EFFICIENCY[kind]
+    eff = FILTER_EFFICIENCY[kind]
     i32, i64 = np.int32, np.int64
     out: list[Launch] = []
     if p.direction != "wrw":
         wbase, so, si, sr, ss = ps.wstrides
         out.append(KERNELS.launch(
-            _SRC, "fft_filter", opts, (_round(O * I, local), t), (local, 1),
+            _SRC, "fft_filter", opts, (_round(O * I, local), t // 2 + 1), (local, 1),
             lambda: ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(p.r), i32(p.s),
                      i64(wbase), i64(so), i64(si), i64(sr), i64(ss)),
-            flops=8 * O * I * B * p.r * p.s, efficiency=eff,
+            flops=O * I * (t // 2 + 1) * p.r * (4 * p.s + 8 * t), efficiency=eff["fft_filter"],
             bytes=_F32 * (O * I * p.r * p.s + 4 * B * O * I)))
     src = {"fwd": "x", "bwd": "y", "wrw": "x"}[p.direction]
     dst = {"fwd": "y", "bwd": "x"}.get(p.direction)
@@ -251,8 +263,7 @@ def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
                     i32(ps.mh), i32(ps.mw), i32(ps.org_h), i32(ps.org_w), i32(t), i32(t),
                     "ws", i64(layout.v_off), i64(2 * I * T), i64(T), i64(I * T), i64(0),
                     i32(T), i32(0), i64(0)),
-                flops=_fft_flops(t, T * I), efficiency=eff,
-                bytes=cost * (nc * I * ps.H * ps.W + 2 * B * I * T)))
+                **_transform(kind, "fft_tiles", t, nc * I * ps.H * ps.W + 2 * B * I * T)))
             op = sgemm.GemmOp(
                 2 * O, T, 2 * I,
                 a=sgemm.Operand("ws", off=layout.u_off, gs=4 * O * I, ms=2 * I, ks=1),
@@ -268,8 +279,7 @@ def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
                     "ws", i64(layout.m_off), i64(2 * O * T), i64(T), i64(O * T), dst,
                     i32(n0), i32(nc), i32(O), i32(ps.Ho), i32(ps.Wo), i32(th), i32(tw),
                     i32(ps.mh), i32(ps.mw)),
-                flops=_fft_flops(t, T * O), efficiency=eff,
-                bytes=cost * (2 * B * O * T + nc * O * ps.Ho * ps.Wo)))
+                **_transform(kind, "ifft_tiles", t, 2 * B * O * T + nc * O * ps.Ho * ps.Wo)))
             continue
         # backward weights: rows of V (x, channel c) and Z (dy, channel k) hold the chunk's
         # tiles as batch terms of q images, each [real parts | imaginary parts]
@@ -282,8 +292,7 @@ def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
                 i32(ps.mh), i32(ps.mw), i32(ps.org_h), i32(ps.org_w), i32(t), i32(t),
                 "ws", i64(layout.v_off), i64(2 * I * T), i64(2 * T), i64(kt), i64(2 * kt),
                 i32(kt), i32(0), i64(0)),
-            flops=_fft_flops(t, T * I), efficiency=eff,
-            bytes=cost * (nc * I * ps.H * ps.W + 2 * B * I * T)))
+            **_transform(kind, "fft_tiles", t, nc * I * ps.H * ps.W + 2 * B * I * T)))
         out.append(KERNELS.launch(
             _SRC, "fft_tiles", opts, grid + (O,), (pairs, t, 1),
             lambda n0=n0, nc=nc, T=T, kt=kt: (
@@ -291,8 +300,7 @@ def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
                 i32(ps.mh), i32(ps.mw), i32(0), i32(0), i32(ps.mh), i32(ps.mw),
                 "ws", i64(layout.m_off), i64(4 * O * T), i64(2 * T), i64(kt), i64(2 * kt),
                 i32(kt), i32(1), i64(2 * O * T)),
-            flops=_fft_flops(t, T * O), efficiency=eff,
-            bytes=cost * (nc * O * ps.Ho * ps.Wo + 4 * B * O * T)))
+            **_transform(kind, "fft_tiles", t, nc * O * ps.Ho * ps.Wo + 4 * B * O * T)))
         a = sgemm.Operand("ws", off=layout.m_off, gs=4 * O * T, bs=2 * kt, ms=2 * T, ks=1)
         b = sgemm.Operand("ws", off=layout.v_off, gs=2 * I * T, bs=2 * kt, ks=1,
                           cols=sgemm.ColMap.strided(2 * T))
@@ -316,6 +324,7 @@ def plan(p, t: int, kind: str, cu: int, layout: Layout, vector_width: int = 16,
         out.append(KERNELS.launch(
             _SRC, "fft_filter_grad", opts, (_round(O * I, local), p.r), (local, 1),
             lambda: ("ws", i64(layout.dw_off), "w", i32(O), i32(I), i32(p.r), i32(p.s)),
-            flops=4 * O * I * B * p.r * p.s, efficiency=eff,
+            flops=O * I * p.r * (t // 2 + 1) * (8 * t + 4 * p.s),
+            efficiency=eff["fft_filter_grad"],
             bytes=_F32 * (2 * B * O * I + O * I * p.r * p.s)))
     return out

@@ -1,14 +1,15 @@
 """The ``fft.tiled`` solver: tiled FFT convolution (overlap-save), every direction.
 
-Covers stride 1, dilation 1, one group, any padding, filters up to 31 x 31 (a 32 x 32
-tile keeps at least two outputs per axis). N, H and W are run-time arguments: each build
-is tied to the tile side (8, 16 or 32, plan.TILES) and the device kind only. The tile
-side is chosen per problem: the one of least predicted time whose workspace fits.
+Covers stride 1, dilation 1, one group, any padding, filters from 1 x 2 up to 31 x 31 (a
+32 x 32 tile keeps at least two outputs per axis); 1 x 1 filters are declined (a GEMM).
+N, H and W are run-time arguments: each build is tied to the tile side (8, 16 or 32,
+plan.TILES) and the device kind only. The tile side is chosen per problem: the one of
+least predicted time whose workspace fits.
 
 WTI model (docs/wti-models.md, "FFT"): the predicted time of the exact plan, as for the
 GEMM and Winograd solvers (wticonv_gemm.sgemm.predict_seconds): the per-bin GEMMs' FLOPs
 at the SGEMM's predicted efficiency, the transforms' butterflies and traffic
-(plan.FFT_EFFICIENCY, plan.TRANSFORM_COST) and the launch overheads. The direct FLOPs
+(plan.TRANSFORM_COST, plan.FILTER_EFFICIENCY) and the launch overheads. The direct FLOPs
 over that time exceed 1.0 where the spectrum's saving outweighs the 4 real products per
 complex one: R S (T-R+1)(T-S+1) / (4 T (T/2+1)) fewer multiply-adds per tile, 6.25x for
 a 5 x 5 filter on 16 x 16 tiles. -2.0 (unknown) on device kinds the models were not
@@ -62,6 +63,9 @@ def covers(problem):
                        "dilation 1 only")
     if p.groups != 1:
         return Decline(f"{p.groups} groups: the tiled FFT covers one group only")
+    if (p.r, p.s) == (1, 1):
+        return Decline("filter 1x1: a 1x1 convolution is a GEMM (gemm.1x1 runs it); the "
+                       "transforms would only add work to the same per-bin products")
     if max(p.r, p.s) > MAX_FILTER:
         return Decline(f"filter {p.r}x{p.s}: the tiled FFT covers filters up to "
                        f"{MAX_FILTER}x{MAX_FILTER} (its largest tile is {max(plan.TILES)})")

@@ -112,15 +112,18 @@ void fft_tiles(__global const float *src, int n0, int nc, int CH, int H, int W,
     }
 }
 
-// Filters to the GEMM's A operand of a forward-like pass, one (o, i) pair and one bin row
-// u per work-item: W = DFT of the R x S filter zero-padded to T x T, tap (r, s) of pair
-// (o, i) at w[wbase + o * so + i * si + r * sr + s * ss] (strides may be negative: the
-// backward-data pass reads the filter flipped and transposed). Per bin, A is 2O x 2I:
-// [[Re W, Im W], [-Im W, Re W]] (rows o and O + o, columns i and I + i), which is the
-// product by conj(W) of [Re X; Im X] (correlation). Bin b's block starts at u_off + b * 4OI.
+// Filters to the GEMM's A operand of a forward-like pass, one (o, i) pair and one bin
+// column v per work-item: W = DFT of the R x S filter zero-padded to T x T, tap (r, s) of
+// pair (o, i) at w[wbase + o * so + i * si + r * sr + s * ss] (strides may be negative:
+// the backward-data pass reads the filter flipped and transposed). Separable: first each
+// filter row's bin v (q_r = sum_s w[r][s] e^{-2 pi i v s / T}), then the column's T bins
+// (W(u, v) = sum_r q_r e^{-2 pi i u r / T}), R (S + T) products instead of T R S. Per bin,
+// A is 2O x 2I: [[Re W, Im W], [-Im W, Re W]] (rows o and O + o, columns i and I + i),
+// the product by conj(W) of [Re X; Im X] (correlation). Bin b's block starts at
+// u_off + b * 4OI.
 __kernel void fft_filter(__global const float *w, __global float *dst, long u_off, int O,
                          int I, int R, int S, long wbase, long so, long si, long sr, long ss) {
-    const int oi = get_global_id(0), u = get_global_id(1);
+    const int oi = get_global_id(0), v = get_global_id(1);
     if (oi >= O * I) return;
     const int o = oi / I, i = oi % I;
     float2 tw[FFT_T];       // e^{-2 pi i m / T}
@@ -128,18 +131,26 @@ __kernel void fft_filter(__global const float *w, __global float *dst, long u_of
     for (int m = 0; m < FFT_T; m++)
         tw[m] = (float2)(cospi(2.0f * m / FFT_T), -sinpi(2.0f * m / FFT_T));
     const long base = wbase + o * so + i * si;
+    float2 col[FFT_T];
+#pragma unroll
+    for (int u = 0; u < FFT_T; u++)
+        col[u] = (float2)(0.0f, 0.0f);
+    for (int r = 0; r < R; r++) {
+        float2 q = (float2)(0.0f, 0.0f);
+        for (int s = 0; s < S; s++)
+            q += w[base + r * sr + s * ss] * tw[(v * s) & (FFT_T - 1)];
+#pragma unroll
+        for (int u = 0; u < FFT_T; u++)
+            col[u] += cmul(q, tw[(u * r) & (FFT_T - 1)]);
+    }
     const long ld = 2L * I, blk = 4L * O * I;
 #pragma unroll
-    for (int v = 0; v < HB; v++) {
-        float2 acc = (float2)(0.0f, 0.0f);
-        for (int r = 0; r < R; r++)
-            for (int s = 0; s < S; s++)
-                acc += w[base + r * sr + s * ss] * tw[(u * r + v * s) & (FFT_T - 1)];
+    for (int u = 0; u < FFT_T; u++) {
         const long at = u_off + (long)(u * HB + v) * blk;
-        dst[at + (long)o * ld + i] = acc.x;
-        dst[at + (long)o * ld + I + i] = acc.y;
-        dst[at + (long)(O + o) * ld + i] = -acc.y;
-        dst[at + (long)(O + o) * ld + I + i] = acc.x;
+        dst[at + (long)o * ld + i] = col[u].x;
+        dst[at + (long)o * ld + I + i] = col[u].y;
+        dst[at + (long)(O + o) * ld + i] = -col[u].y;
+        dst[at + (long)(O + o) * ld + I + i] = col[u].x;
     }
 }
 
@@ -196,7 +207,9 @@ void ifft_tiles(__global const float *src, long src_off, long sb, long so, long 
 // and Im(dW) in rows O + o, bin b's block at src_off + b * 2OI. One (o, i) pair and one
 // row r per work-item: dw[o][i][r][s] = (1/T^2) sum over the half spectrum of
 // c_v Re(dW(u, v) e^{2 pi i (u r + v s) / T}), c_v = 1 for v = 0 and v = T/2, else 2
-// (the other half holds the conjugates). Written at w[o * I * R * S + i * R * S + r * S + s].
+// (the other half holds the conjugates). Separable: the T bins of each column v are read
+// once (p_v = sum_u dW(u, v) e^{2 pi i u r / T}), then the row's S taps from the HB p_v.
+// Written at w[o * I * R * S + i * R * S + r * S + s].
 __kernel void fft_filter_grad(__global const float *src, long src_off, __global float *w,
                               int O, int I, int R, int S) {
     const int oi = get_global_id(0), r = get_global_id(1);
@@ -206,18 +219,25 @@ __kernel void fft_filter_grad(__global const float *src, long src_off, __global 
 #pragma unroll
     for (int m = 0; m < FFT_T; m++)
         tw[m] = (float2)(cospi(2.0f * m / FFT_T), sinpi(2.0f * m / FFT_T));
-    const long blk = 2L * O * I;
+    const long blk = 2L * O * I, base = src_off + (long)o * I + i;
+    float2 pv[HB];
+#pragma unroll
+    for (int v = 0; v < HB; v++) {
+        float2 acc = (float2)(0.0f, 0.0f);
+#pragma unroll
+        for (int u = 0; u < FFT_T; u++) {
+            const long at = base + (long)(u * HB + v) * blk;
+            acc += cmul((float2)(src[at], src[at + (long)O * I]), tw[(u * r) & (FFT_T - 1)]);
+        }
+        pv[v] = acc;
+    }
     for (int s = 0; s < S; s++) {
         float acc = 0.0f;
-        for (int u = 0; u < FFT_T; u++) {
 #pragma unroll
-            for (int v = 0; v < HB; v++) {
-                const long at = src_off + (long)(u * HB + v) * blk + (long)o * I + i;
-                const float2 z = (float2)(src[at], src[at + (long)O * I]);
-                const float2 e = tw[(u * r + v * s) & (FFT_T - 1)];
-                const float c = (v == 0 || v == FFT_T / 2) ? 1.0f : 2.0f;
-                acc += c * (z.x * e.x - z.y * e.y);
-            }
+        for (int v = 0; v < HB; v++) {
+            const float2 e = tw[(v * s) & (FFT_T - 1)];
+            const float c = (v == 0 || v == FFT_T / 2) ? 1.0f : 2.0f;
+            acc += c * (pv[v].x * e.x - pv[v].y * e.y);
         }
         w[((long)o * I + i) * R * S + (long)r * S + s] = acc / (FFT_T * FFT_T);
     }
