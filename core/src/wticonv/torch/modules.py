@@ -160,13 +160,13 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
         return report
     done: dict[int, nn.Module] = {}
     for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
-        for child_name, child in list(parent.named_children()):
+        for child_name, child in list(parent._modules.items()):   # with repeats
             name = f"{parent_name}.{child_name}" if parent_name else child_name
             if isinstance(child, Conv2d):
                 if id(child) not in done:
                     report.already.append(name)
                 continue
-            if not isinstance(child, nn.Conv2d):
+            if child is None or not isinstance(child, nn.Conv2d):
                 continue
             if id(child) in done:
                 setattr(parent, child_name, done[id(child)])
