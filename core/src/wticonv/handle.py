@@ -130,6 +130,13 @@ class Handle:
         PyTorch's ``allow_tf32``; by default (False) only FP32-accurate ones (``fp32``,
         ``3xtf32``). The attribute of the same name may be changed later; a method's own
         ``allow_tf32`` argument overrides it for that call.
+    zero_copy : bool
+        :meth:`compute` on a device with :attr:`Device.host_unified_memory` (a CPU's PoCL)
+        gives the kernels the caller's C-contiguous float32 arrays themselves and writes
+        the result into a new array in place, instead of copying both ways
+        (:meth:`Device.wrap`); elsewhere it has no effect. Off by default: the kernels
+        then work in the caller's memory, so an array must not change while a call that
+        reads it runs (``wticonv.torch`` turns it on). The attribute may be changed later.
 
     Raises
     ------
@@ -137,7 +144,7 @@ class Handle:
         No device matches ``device``.
     ArgumentError
         ``registry`` is not a :class:`~wticonv.contract.registry.SolverRegistry`, or
-        ``allow_tf32`` is not a bool.
+        ``allow_tf32`` or ``zero_copy`` is not a bool.
 
     The methods take a problem as a :class:`ConvProblem` or as its find-db key string
     (:attr:`ConvProblem.key`).
@@ -164,12 +171,16 @@ class Handle:
     """
 
     def __init__(self, device: Device | str | None = None,
-                 registry: SolverRegistry | None = None, allow_tf32: bool = False) -> None:
+                 registry: SolverRegistry | None = None, allow_tf32: bool = False,
+                 zero_copy: bool = False) -> None:
         if registry is not None and not isinstance(registry, SolverRegistry):
             raise ArgumentError(f"registry={registry!r:.60} is not a "
                                 "wticonv.contract.registry.SolverRegistry; omit it for every "
                                 "installed solver, or pass SolverRegistry(...)")
         self.allow_tf32 = allow_tf32_arg(allow_tf32, none_ok=False)
+        if not isinstance(zero_copy, bool):
+            raise ArgumentError(f"zero_copy={zero_copy!r:.40} must be True or False")
+        self.zero_copy = zero_copy
         self.device = device if isinstance(device, Device) else select_device(device)
         self.registry = registry if registry is not None else SolverRegistry()
         self._lock = threading.Lock()
@@ -423,20 +434,39 @@ class Handle:
                                   f"shape {a.shape}")
             arrays[name] = a
         bufs = {}
+        shared = self.zero_copy and getattr(dev, "host_unified_memory", False)
+        out = None
         try:
             for name, shape in shapes.items():
-                if name == out_name:
+                if name == out_name and shared:
+                    out = _host_empty(shape, f"the result {name}", p)
+                    bufs[name] = dev.wrap(out, f"tensor {name}", writable=True)
+                elif name == out_name:
                     bufs[name] = dev.alloc(4 * int(np.prod(shape)), f"tensor {name}")
+                elif shared and arrays[name].flags.writeable:   # pyopencl needs writeable
+                    bufs[name] = dev.wrap(arrays[name], f"tensor {name}")
                 else:
                     bufs[name] = dev.upload(arrays[name], f"tensor {name}")
             self.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
                      workspace_limit=workspace_limit, solver=solver, perf_config=perf_config,
                      allow_tf32=allow_tf32)
+            if out is not None:
+                dev.sync_host(bufs[out_name], out)
+                return out
             return dev.download(bufs[out_name], shapes[out_name])
         finally:
             for b in bufs.values():
                 if b is not None:
                     b.release()
+
+
+def _host_empty(shape, what: str, p: ConvProblem) -> np.ndarray:
+    """A new float32 array of ``shape`` (HostMemoryError if the host cannot hold it)."""
+    try:
+        return np.empty(shape, np.float32)
+    except MemoryError:
+        raise HostMemoryError(f"the host cannot hold {what} {shape} of {p.key} "
+                              f"({4 * int(np.prod(shape))} bytes)") from None
 
 
 _default_handle: Handle | None = None

@@ -27,7 +27,13 @@ import numpy as np
 import pyopencl as cl
 
 from wticonv.db.store import Store
-from wticonv.errors import DeviceError, DeviceMemoryError, HostMemoryError, KernelBuildError
+from wticonv.errors import (
+    DeviceError,
+    DeviceMemoryError,
+    HostMemoryError,
+    KernelBuildError,
+    TensorError,
+)
 from wticonv.runtime.build_helper import helper_for, real_key
 from wticonv.runtime.discovery import INSTALL_HINT, DeviceInfo, list_devices
 from wticonv.runtime.isolation import check_timeouts
@@ -308,6 +314,58 @@ class Device:
                 raise DeviceMemoryError(f"cannot copy {what} of {a.nbytes} bytes to "
                                         f"{self.info.name}: {e}") from None
         return buf
+
+    @property
+    def host_unified_memory(self) -> bool:
+        """True when the device works in the host's memory (OpenCL's
+        ``CL_DEVICE_HOST_UNIFIED_MEMORY``: CPU devices such as PoCL's, integrated GPUs):
+        buffers over host arrays (:meth:`wrap`) are then used without a copy."""
+        try:
+            return bool(self.cl_device.host_unified_memory)
+        except (cl.Error, AttributeError):     # removed from OpenCL 3.0 drivers that lack it
+            return False
+
+    def wrap(self, array: np.ndarray, what: str = "an array",
+             writable: bool = False) -> cl.Buffer:
+        """A buffer over ``array``'s own memory (``USE_HOST_PTR``): on a device with
+        :attr:`host_unified_memory` the kernels read and write the array itself, with no
+        copy (PoCL does); elsewhere the driver may copy it in and out.
+
+        ``array`` must be C-contiguous, non-empty, and writeable when ``writable``; it
+        must stay alive and unchanged by the host until the runs on the buffer finished.
+        A writable buffer's results are visible in ``array`` after :meth:`sync_host`.
+
+        Raises
+        ------
+        TensorError
+            ``array`` is not C-contiguous, is empty, or is read-only while ``writable``.
+        DeviceMemoryError
+            The driver cannot make the buffer.
+        """
+        if not array.flags.c_contiguous or array.nbytes == 0:
+            raise TensorError(f"{what} must be a non-empty C-contiguous array to be wrapped "
+                              "in a buffer; pass it to upload() instead")
+        if writable and not array.flags.writeable:
+            raise TensorError(f"{what} is read-only and cannot receive a result")
+        self.check_alloc(array.nbytes, what)
+        mf = cl.mem_flags
+        flags = (mf.READ_WRITE if writable else mf.READ_ONLY) | mf.USE_HOST_PTR
+        try:
+            return cl.Buffer(self.context, flags, hostbuf=array)
+        except (cl.Error, MemoryError) as e:
+            raise DeviceMemoryError(f"cannot make a buffer over {what} of {array.nbytes} "
+                                    f"bytes on {self.info.name}: {e}") from None
+
+    def sync_host(self, buf: cl.Buffer, array: np.ndarray) -> None:
+        """Make a :meth:`wrap` buffer's device writes visible in ``array`` (maps and unmaps
+        it, as OpenCL requires; no copy on a device with :attr:`host_unified_memory`);
+        waits for the queue."""
+        mapped, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ, 0,
+                                          array.shape, array.dtype)
+        if mapped.__array_interface__["data"][0] != array.__array_interface__["data"][0]:
+            np.copyto(array, mapped)           # a driver that kept its own copy
+        mapped.base.release()
+        self.queue.finish()
 
     def download(self, buf: cl.Buffer, shape: tuple[int, ...],
                  dtype=np.float32) -> np.ndarray:

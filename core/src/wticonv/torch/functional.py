@@ -1,0 +1,125 @@
+"""``wticonv.torch.conv2d``: :func:`torch.nn.functional.conv2d` on wticonv, with autograd."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from wticonv.errors import WticonvError
+from wticonv.handle import Handle
+from wticonv.torch.errors import input_error, layer_error
+from wticonv.torch.handles import handle_id
+from wticonv.torch.ops import conv2d_op
+
+__all__ = ["conv2d", "pads"]
+
+
+def _pair(value, name: str, layer: str) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, value
+    if isinstance(value, Sequence) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return int(value[0]), int(value[1])
+    raise input_error(f"{name}={value!r} must be an int or a pair of ints (height, width)",
+                      layer)
+
+
+def pads(padding, kernel: tuple[int, int], stride: tuple[int, int],
+         dilation: tuple[int, int], layer: str = "") -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from ``padding``: an int, (pad_h, pad_w), (top, left,
+    bottom, right), ``"valid"`` or ``"same"`` (stride 1; an odd total puts the extra row
+    and column at the bottom and right, as PyTorch does).
+
+    Raises
+    ------
+    LayerInputError
+        An unknown string, ``"same"`` with a stride, a negative or non-int value.
+    """
+    if isinstance(padding, str):
+        if padding == "valid":
+            return 0, 0, 0, 0
+        if padding == "same":
+            if stride != (1, 1):
+                raise input_error("padding='same' is not supported for strided convolutions "
+                                  "(as in PyTorch)", layer)
+            th, tw = dilation[0] * (kernel[0] - 1), dilation[1] * (kernel[1] - 1)
+            return th // 2, tw // 2, th - th // 2, tw - tw // 2
+        raise input_error(f"padding={padding!r} is unknown: use 'valid', 'same', an int, "
+                          "(pad_h, pad_w) or (top, left, bottom, right)", layer)
+    if isinstance(padding, Sequence) and len(padding) == 4 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in padding):
+        out = tuple(int(v) for v in padding)
+    else:
+        ph, pw = _pair(padding, "padding", layer)
+        out = (ph, pw, ph, pw)
+    if min(out) < 0:
+        raise input_error(f"padding={padding!r} must not be negative", layer)
+    return out  # type: ignore[return-value]
+
+
+def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           stride=1, padding=0, dilation=1, groups: int = 1, *,
+           handle: Handle | None = None, cast: bool = False,
+           layer: str = "") -> torch.Tensor:
+    """2-D convolution as :func:`torch.nn.functional.conv2d`, run by wticonv, with autograd
+    (backward data and backward weights are wticonv's too).
+
+    Parameters
+    ----------
+    input : Tensor, N x C x H x W (or C x H x W, unbatched, as torch)
+    weight : Tensor, K x C/groups x R x S
+    bias : Tensor of K, optional
+    stride, dilation : int or (int, int)
+    padding : int, (int, int), (top, left, bottom, right), "valid" or "same"
+    groups : int
+    handle : wticonv.Handle, optional
+        The device and selection cache to use; by default the calling thread's
+        (:func:`wticonv.torch.thread_handle`).
+    cast : bool
+        False (default): tensors must be float32. True: other floating dtypes (float64,
+        float16, bfloat16) are computed in float32 and the result cast back to
+        ``input``'s dtype.
+    layer : str
+        The name error messages give.
+
+    Returns
+    -------
+    Tensor, N x K x Ho x Wo, on ``input``'s device, ``input``'s dtype. A CPU float32
+    tensor reaches a CPU (PoCL) device without a copy; another device's tensors go
+    through host copies (docs/pytorch.md gives their measured cost).
+
+    Raises
+    ------
+    LayerInputError (RuntimeError and ValueError)
+        A dtype other than float32 without ``cast``, a bad argument, shapes that do not
+        fit, an invalid geometry (output size below 1...).
+    LayerError (RuntimeError)
+        No solver could run the problem, or the device failed.
+    """
+    if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        raise input_error(f"input and weight must be tensors, got {type(input).__name__} "
+                          f"and {type(weight).__name__}", layer)
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise input_error(f"groups={groups!r} must be a positive int", layer)
+    unbatched = input.dim() == 3
+    if unbatched:
+        input = input.unsqueeze(0)
+    if input.dim() != 4 or weight.dim() != 4:
+        raise input_error(f"input must be N x C x H x W (or C x H x W) and weight K x "
+                          f"C/groups x R x S; got shapes {tuple(input.shape)} and "
+                          f"{tuple(weight.shape)}", layer)
+    st, dil = _pair(stride, "stride", layer), _pair(dilation, "dilation", layer)
+    pad = pads(padding, (weight.shape[2], weight.shape[3]), st, dil, layer)
+    try:
+        hid = handle_id(handle)
+    except WticonvError as e:
+        raise layer_error(e, layer, "fwd") from e
+    dtype = input.dtype
+    if cast:
+        input, weight = input.float(), weight.float()
+        bias = None if bias is None else bias.float()
+    y = conv2d_op(input, weight, bias, list(st), list(pad), list(dil), groups, layer, hid)
+    if cast and y.dtype != dtype:
+        y = y.to(dtype)
+    return y.squeeze(0) if unbatched else y

@@ -1,0 +1,181 @@
+"""The custom ops: ``wticonv::conv2d`` and its two gradients, with autograd.
+
+============================  =============================================
+op                            computes (wticonv's NumPy API)
+============================  =============================================
+``wticonv::conv2d``           y = conv(x, w) + b (:func:`wticonv.conv2d`)
+``wticonv::conv2d_input``     dx from w, dy (:func:`wticonv.conv2d_input`)
+``wticonv::conv2d_weight``    dw from x, dy (:func:`wticonv.conv2d_weight`)
+============================  =============================================
+
+Registered with :func:`torch.library.custom_op` (PyTorch 2.4+), each with a fake
+implementation (shapes and dtypes only, for meta tensors, FakeTensor and
+``torch.compile``); ``wticonv::conv2d`` has a backward (:func:`torch.library.register_autograd`)
+that calls the two gradient ops (and sums dy for the bias). Double backward is not
+supported.
+
+Arguments, in schema order: tensors (NCHW float32: x N x C x H x W, w K x C/groups x R x
+S, dy N x K x Ho x Wo, b of K); ``stride`` and ``dilation`` (2 ints), ``padding`` (4
+ints: top, left, bottom, right), ``groups``, ``layer`` (the name errors give),
+``handle`` (an id from :func:`wticonv.torch.handles.handle_id`, 0: the calling thread's
+handle). Most users call :func:`wticonv.torch.conv2d` or :class:`wticonv.torch.Conv2d`.
+
+Errors: wticonv's errors surface as :class:`~wticonv.torch.errors.LayerError` (a
+RuntimeError) or :class:`~wticonv.torch.errors.LayerInputError` (also a ValueError),
+naming the layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import wticonv.api as api
+from wticonv.errors import WticonvError
+from wticonv.torch import timing
+from wticonv.torch.errors import input_error, layer_error
+from wticonv.torch.handles import resolve
+from wticonv.torch.tensors import check_float32, from_host, to_host
+
+__all__ = ["conv2d_op", "conv2d_input_op", "conv2d_weight_op", "output_hw"]
+
+Tensor = torch.Tensor
+
+
+def output_hw(h, w, r, s, stride, padding, dilation):
+    """(Ho, Wo) of a convolution (the same formula as torch's; SymInts welcome)."""
+    t, left, b, right = padding
+    ho = (h + t + b - dilation[0] * (r - 1) - 1) // stride[0] + 1
+    wo = (w + left + right - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    return ho, wo
+
+
+def _geometry(stride, padding, dilation, layer, direction):
+    if len(stride) != 2 or len(dilation) != 2 or len(padding) != 4:
+        raise input_error(f"stride={list(stride)} and dilation={list(dilation)} need 2 ints, "
+                          f"padding={list(padding)} 4 (top, left, bottom, right)", layer,
+                          direction)
+    return dict(stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
+
+
+def _run(direction: str, layer: str, handle: int, device: torch.device, fn, *tensors):
+    """Run ``fn(handle, *arrays)`` on the tensors' host arrays; the result as a tensor on
+    ``device``, with wticonv's errors as :class:`LayerError` and the times recorded."""
+    profiling = bool(timing.active())
+    t0 = timing.now()
+    arrays, copy_s = [], 0.0
+    for t in tensors:
+        if t is None:
+            arrays.append(None)
+            continue
+        a, dt = to_host(t)
+        arrays.append(a)
+        copy_s += dt
+    try:
+        h = resolve(handle)
+        if profiling:
+            with h.device.profile() as prof:
+                out = fn(h, *arrays)
+            kernel_ms = prof.kernel_ms
+        else:
+            out, kernel_ms = fn(h, *arrays), 0.0
+    except WticonvError as e:
+        raise layer_error(e, layer, direction) from e
+    y, dt = from_host(np.asarray(out, np.float32), device)
+    copy_s += dt
+    if profiling:
+        timing.add(direction, timing.now() - t0, kernel_ms, copy_s)
+    return y
+
+
+@torch.library.custom_op("wticonv::conv2d", mutates_args=())
+def conv2d_op(input: Tensor, weight: Tensor, bias: Tensor | None, stride: list[int],
+              padding: list[int], dilation: list[int], groups: int, layer: str,
+              handle: int) -> Tensor:
+    """y = conv2d(input, weight) + bias on wticonv: N x K x Ho x Wo, float32."""
+    geo = _geometry(stride, padding, dilation, layer, "fwd")
+    for t, what in ((input, "input"), (weight, "weight"), (bias, "bias")):
+        if t is not None:
+            check_float32(t, what, layer)
+    return _run("fwd", layer, handle, input.device,
+                lambda h, x, w, b: api.conv2d(x, w, b, groups=groups, handle=h, **geo),
+                input, weight, bias)
+
+
+@conv2d_op.register_fake
+def _conv2d_fake(input, weight, bias, stride, padding, dilation, groups, layer, handle):
+    for t, what in ((input, "input"), (weight, "weight"), (bias, "bias")):
+        if t is not None:
+            check_float32(t, what, layer)
+    if input.dim() != 4 or weight.dim() != 4:
+        raise input_error(f"input and weight need 4 dimensions (NCHW, K x C/groups x R x S); "
+                          f"got {input.dim()} and {weight.dim()}", layer)
+    n, _, h, w = input.shape
+    k, _, r, s = weight.shape
+    ho, wo = output_hw(h, w, r, s, stride, padding, dilation)
+    return input.new_empty((n, k, ho, wo))
+
+
+@torch.library.custom_op("wticonv::conv2d_input", mutates_args=())
+def conv2d_input_op(weight: Tensor, grad_output: Tensor, input_size: list[int],
+                    stride: list[int], padding: list[int], dilation: list[int], groups: int,
+                    layer: str, handle: int) -> Tensor:
+    """dx of conv2d (backward data) on wticonv: ``input_size`` (N x C x H x W), float32."""
+    geo = _geometry(stride, padding, dilation, layer, "bwd")
+    check_float32(weight, "weight", layer, "bwd")
+    check_float32(grad_output, "grad_output", layer, "bwd")
+    return _run("bwd", layer, handle, grad_output.device,
+                lambda h, w, dy: api.conv2d_input(tuple(input_size), w, dy, groups=groups,
+                                                  handle=h, **geo),
+                weight, grad_output)
+
+
+@conv2d_input_op.register_fake
+def _conv2d_input_fake(weight, grad_output, input_size, stride, padding, dilation, groups,
+                       layer, handle):
+    return grad_output.new_empty(tuple(input_size))
+
+
+@torch.library.custom_op("wticonv::conv2d_weight", mutates_args=())
+def conv2d_weight_op(input: Tensor, grad_output: Tensor, weight_size: list[int],
+                     stride: list[int], padding: list[int], dilation: list[int], groups: int,
+                     layer: str, handle: int) -> Tensor:
+    """dw of conv2d (backward weights) on wticonv: ``weight_size`` (K x C/groups x R x S),
+    float32."""
+    geo = _geometry(stride, padding, dilation, layer, "wrw")
+    check_float32(input, "input", layer, "wrw")
+    check_float32(grad_output, "grad_output", layer, "wrw")
+    return _run("wrw", layer, handle, grad_output.device,
+                lambda h, x, dy: api.conv2d_weight(x, tuple(weight_size), dy, groups=groups,
+                                                   handle=h, **geo),
+                input, grad_output)
+
+
+@conv2d_weight_op.register_fake
+def _conv2d_weight_fake(input, grad_output, weight_size, stride, padding, dilation, groups,
+                        layer, handle):
+    return grad_output.new_empty(tuple(weight_size))
+
+
+def _setup_context(ctx, inputs, output):
+    input, weight, bias, stride, padding, dilation, groups, layer, handle = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.has_bias = bias is not None
+    ctx.args = (stride, padding, dilation, groups, layer, handle)
+
+
+def _backward(ctx, grad_output):
+    input, weight = ctx.saved_tensors
+    args = ctx.args
+    grad_output = grad_output.contiguous()
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = conv2d_input_op(weight, grad_output, list(input.shape), *args)
+    if ctx.needs_input_grad[1]:
+        dw = conv2d_weight_op(input, grad_output, list(weight.shape), *args)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = grad_output.sum((0, 2, 3))
+    return dx, dw, db, None, None, None, None, None, None
+
+
+conv2d_op.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,81 @@
+"""Where the time of :mod:`wticonv.torch`'s convolutions goes: :func:`profile`.
+
+Inside ``with wticonv.torch.profile() as t:`` every convolution the calling thread runs
+(forward, backward data, backward weights) adds to ``t``: its wall time, the time of its
+OpenCL kernels (profiling events, :meth:`wticonv.runtime.device.Device.profile`), and
+the time of copies between a tensor's device (CUDA...) and the host; the rest is host
+work (argument checks, selection lookups, buffer set-up, bias, asymmetric padding).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+__all__ = ["ConvTimes", "profile"]
+
+_local = threading.local()
+
+
+@dataclass
+class ConvTimes:
+    """Times of the convolutions run inside :func:`profile`, in ms.
+
+    Attributes
+    ----------
+    calls : dict
+        Number of calls per direction (``"fwd"``, ``"bwd"``, ``"wrw"``).
+    total_ms : float
+        Wall time inside the ops.
+    kernel_ms : float
+        OpenCL kernel time (profiling events).
+    copy_ms : float
+        Copies between the tensors' device and the host (0 for CPU tensors: none made).
+    """
+
+    calls: dict = field(default_factory=lambda: {"fwd": 0, "bwd": 0, "wrw": 0})
+    total_ms: float = 0.0
+    kernel_ms: float = 0.0
+    copy_ms: float = 0.0
+
+    @property
+    def host_ms(self) -> float:
+        """Wall time that is neither kernels nor copies, ms."""
+        return max(0.0, self.total_ms - self.kernel_ms - self.copy_ms)
+
+
+def active() -> list[ConvTimes]:
+    """The calling thread's open :func:`profile` records (innermost last)."""
+    return getattr(_local, "stack", [])
+
+
+@contextmanager
+def profile() -> Iterator[ConvTimes]:
+    """Collect the times of the calling thread's convolutions inside (nested scopes each
+    collect them all)."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    t = ConvTimes()
+    stack.append(t)
+    try:
+        yield t
+    finally:
+        stack.remove(t)
+
+
+def add(direction: str, total_s: float, kernel_ms: float, copy_s: float) -> None:
+    """Add one call's times to every open record."""
+    for t in active():
+        t.calls[direction] += 1
+        t.total_ms += total_s * 1e3
+        t.kernel_ms += kernel_ms
+        t.copy_ms += copy_s * 1e3
+
+
+def now() -> float:
+    """A monotonic clock, in s."""
+    return time.perf_counter()
