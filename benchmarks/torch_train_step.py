@@ -19,7 +19,7 @@ split: one more step, under the profiler).
 ``--device gpu`` runs wticonv on the OpenCL GPU and keeps the model's tensors on CUDA,
 so wticonv's convolutions go through host copies. ``--model resnet18`` is torchvision's
 (weights=None), or without torchvision the same network built from ``torch.nn``
-(:func:`_resnet18`); ``smallcnn`` (4 convolutions, 32x32 pictures) is quick.
+(:func:`resnet18_from_nn`); ``smallcnn`` (4 convolutions, 32x32 pictures) is quick.
 
     python benchmarks/torch_train_step.py --model resnet18 -n 8 --out results/step.csv
     python benchmarks/torch_train_step.py --model smallcnn --device cpu --out step.csv
@@ -36,6 +36,7 @@ import time
 from peers import load_torch  # first: sets OpenMP's env before torch loads
 
 import wticonv
+from models import resnet18_from_nn
 
 FIELDS = ["model", "n", "device", "side", "step_ms", "conv_ms", "conv_kernel_ms",
           "conv_host_ms", "conv_copy_ms", "other_ms", "conv_calls"]
@@ -49,7 +50,7 @@ def _model(torch, name: str):
         except ImportError:
             print("torchvision is not installed: ResNet-18 built from torch.nn (the same "
                   "convolutions, batch norms and layout as torchvision's)", file=sys.stderr)
-            return _resnet18(nn), (3, 224, 224)
+            return resnet18_from_nn(nn), (3, 224, 224)
         return torchvision.models.resnet18(weights=None), (3, 224, 224)
     model = nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
@@ -58,37 +59,6 @@ def _model(torch, name: str):
         nn.Conv2d(64, 128, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
         nn.Linear(128, 10))
     return model, (3, 32, 32)
-
-
-def _resnet18(nn):
-    """ResNet-18 (He et al. 2016, "Deep residual learning for image recognition", table 1):
-    a 7x7 stride-2 stem and max pool, four stages of two basic blocks (two 3x3
-    convolutions each, 64/128/256/512 channels, the later stages entered at stride 2
-    with a 1x1 stride-2 projection), average pool and a 1000-way linear layer; the
-    convolutions without bias, each followed by batch norm, as in torchvision."""
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.body = nn.Sequential(
-                nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                nn.ReLU(inplace=True),
-                nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
-            self.skip = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                       nn.BatchNorm2d(cout))
-                         if stride != 1 or cin != cout else nn.Identity())
-            self.relu = nn.ReLU(inplace=True)
-
-        def forward(self, x):
-            return self.relu(self.body(x) + self.skip(x))
-
-    stages, cin = [], 64
-    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-        stages += [Block(cin, cout, stride), Block(cout, cout, 1)]
-        cin = cout
-    return nn.Sequential(
-        nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
-        nn.MaxPool2d(3, 2, 1), *stages, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(512, 1000))
 
 
 def _step(torch, model, opt, x, labels, dev):

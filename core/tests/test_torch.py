@@ -6,6 +6,7 @@ resnet18 test needs torchvision too, and the CUDA test a CUDA device.
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
@@ -272,6 +273,17 @@ def test_profile_splits_the_time():
     assert t.total_ms >= t.kernel_ms and t.host_ms == pytest.approx(t.total_ms - t.kernel_ms)
 
 
+def test_profile_counts_convolutions_of_other_threads():
+    """PyTorch runs the backward of CUDA tensors on its own thread: a profile opened in
+    the training loop's thread counts the convolutions of every thread."""
+    x, w = torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3)
+    with wt.profile() as t:
+        worker = threading.Thread(target=lambda: wt.conv2d(x, w, padding=1))
+        worker.start()
+        worker.join()
+    assert t.calls == {"fwd": 1, "bwd": 0, "wrw": 0} and t.total_ms > 0
+
+
 class _SmallCNN(nn.Module):
     def __init__(self):
         super().__init__()
@@ -332,13 +344,36 @@ def test_small_cnn_trains_as_with_torch_convs():
         assert err < 1e-3, f"{name}: relative difference {err:.2e}"
 
 
+def _resnet18():
+    """torchvision's resnet18 (no weights), or where torchvision is missing the same
+    network built from torch.nn (benchmarks/models.py)."""
+    try:
+        import torchvision
+    except ImportError:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+        from models import resnet18_from_nn
+
+        return resnet18_from_nn(torch.nn)
+    return torchvision.models.resnet18(weights=None)
+
+
 def test_resnet18_matches_torch():
-    """torchvision's resnet18 (no weights), N=2: outputs and every gradient."""
-    tv = pytest.importorskip("torchvision")
+    """ResNet-18, N=2, in eval mode: the output and every parameter's gradient against
+    torch's own FP32 convolutions.
+
+    Eval mode, because in training mode batch norm over two images makes the gradients
+    jump under any rounding: a random relative change of 1.5e-6 in one convolution's
+    output (Winograd F(4x4, 3x3)'s rounding, within the solvers' declared tolerance)
+    moved the gradients of torch's own FP32 model by up to 1.1e-2 (rms over norm, against
+    float64), and by 1.1e-6 in eval mode (benchmarks/torch_resnet18_errors.py measures
+    ours and torch's against float64). Bounds: 1e-4 (rms_range) for the output and the
+    gradients, 100x the FP32 rounding seen in eval mode, and far below a wrong result."""
     torch.manual_seed(0)
-    ref = tv.models.resnet18(weights=None)
-    ours = tv.models.resnet18(weights=None)
-    ours.load_state_dict(ref.state_dict())
+    ref = _resnet18().eval()
+    ours = copy.deepcopy(ref)
     report = wt.replace_convs(ours)
     assert report.count == 20 and not report.left
     x = torch.randn(2, 3, 224, 224)
@@ -349,7 +384,7 @@ def test_resnet18_matches_torch():
     y.backward(dy)
     for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
         err = rms_range(p.grad.numpy(), q.grad.numpy())
-        assert err < 1e-3, f"{name}: gradient rms_range {err:.2e}"
+        assert err < 1e-4, f"{name}: gradient rms_range {err:.2e}"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

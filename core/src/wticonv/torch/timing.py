@@ -1,7 +1,8 @@
 """Where the time of :mod:`wticonv.torch`'s convolutions goes: :func:`profile`.
 
-Inside ``with wticonv.torch.profile() as t:`` every convolution the calling thread runs
-(forward, backward data, backward weights) adds to ``t``: its wall time, the time of its
+Inside ``with wticonv.torch.profile() as t:`` every convolution of the process
+(forward, backward data, backward weights; from any thread, so the backward passes that
+PyTorch's autograd engine runs on its own thread for CUDA tensors count too) adds to ``t``: its wall time, the time of its
 OpenCL kernels (profiling events, :meth:`wticonv.runtime.device.Device.profile`), and
 the time of copies between a tensor's device (CUDA...) and the host; the rest is host
 work (argument checks, selection lookups, buffer set-up, bias, asymmetric padding).
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 
 __all__ = ["ConvTimes", "profile"]
 
-_local = threading.local()
+_lock = threading.Lock()
+_open: list = []              # the open records, of every thread
 
 
 @dataclass
@@ -48,32 +50,33 @@ class ConvTimes:
 
 
 def active() -> list[ConvTimes]:
-    """The calling thread's open :func:`profile` records (innermost last)."""
-    return getattr(_local, "stack", [])
+    """The open :func:`profile` records (of every thread; innermost last)."""
+    with _lock:
+        return list(_open)
 
 
 @contextmanager
 def profile() -> Iterator[ConvTimes]:
-    """Collect the times of the calling thread's convolutions inside (nested scopes each
-    collect them all)."""
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
+    """Collect the times of the process's convolutions while open, whichever thread runs
+    them (nested or concurrent scopes each collect them all)."""
     t = ConvTimes()
-    stack.append(t)
+    with _lock:
+        _open.append(t)
     try:
         yield t
     finally:
-        stack.remove(t)
+        with _lock:
+            _open.remove(t)
 
 
 def add(direction: str, total_s: float, kernel_ms: float, copy_s: float) -> None:
     """Add one call's times to every open record."""
-    for t in active():
-        t.calls[direction] += 1
-        t.total_ms += total_s * 1e3
-        t.kernel_ms += kernel_ms
-        t.copy_ms += copy_s * 1e3
+    with _lock:
+        for t in _open:
+            t.calls[direction] += 1
+            t.total_ms += total_s * 1e3
+            t.kernel_ms += kernel_ms
+            t.copy_ms += copy_s * 1e3
 
 
 def now() -> float:
