@@ -2,10 +2,11 @@
 
 Inside ``with wticonv.torch.profile() as t:`` every convolution of the process
 (forward, backward data, backward weights; from any thread, so the backward passes that
-PyTorch's autograd engine runs on its own thread for CUDA tensors count too) adds to ``t``: its wall time, the time of its
-OpenCL kernels (profiling events, :meth:`wticonv.runtime.device.Device.profile`), and
-the time of copies between a tensor's device (CUDA...) and the host; the rest is host
-work (argument checks, selection lookups, buffer set-up, bias, asymmetric padding).
+PyTorch's autograd engine runs on its own thread for CUDA tensors count too) adds to
+``t``: its wall time, the time of its OpenCL kernels (profiling events,
+:meth:`wticonv.runtime.device.Device.profile`), and the time of copies between a
+tensor's device (CUDA...) and the host; the rest is host work (argument checks,
+selection lookups, buffer set-up, bias, asymmetric padding).
 """
 
 from __future__ import annotations
