@@ -45,15 +45,52 @@ def test_included_files_keep_their_own_line_numbers(tmp_path):
     src = KERNELS.source("winograd.cl")
     lines = src.splitlines()
     marks = [i for i, ln in enumerate(lines) if ln.startswith("#line ")]
-    assert len(marks) >= 3                  # the file, its header, back to the file
-    back = lines[marks[2]]
+    # the file, its header (which includes the core's common.h, then goes back to itself),
+    # back to the file
+    assert len(marks) >= 5
+    assert lines[marks[2]].endswith('wticonv/kernels/common.h"')
+    assert lines[marks[3]].endswith('wticonv_winograd/kernels/winograd_common.h"')
+    back = lines[marks[4]]
     assert back.endswith('wticonv_winograd/kernels/winograd.cl"')
     # the line after the include, as the file numbers it
     n = int(back.split()[1])
     raw = (__import__("importlib.resources").resources.files("wticonv_winograd")
            / "kernels" / "winograd.cl").read_text().splitlines()
-    assert raw[n - 2].startswith('#include "') and lines[marks[2] + 1] == raw[n - 1]
+    assert raw[n - 2].startswith('#include "') and lines[marks[4] + 1] == raw[n - 1]
 
 
 def test_line_directives_escape_the_path():
     assert line_directive('C:\\a "b".cl', 7) == '#line 7 "C:\\\\a \\"b\\".cl"\n'
+
+
+def _cpu_kernel_files():
+    """Every .cl and .h file of the built-in distributions that CPUs build: all but the
+    GPU-only ones (``*_gpu.cl``, ``kernels/nv/``) and the probe's, which tests mad()."""
+    import importlib.resources
+
+    files = []
+    for package in ("wticonv", "wticonv_direct", "wticonv_gemm", "wticonv_winograd",
+                    "wticonv_fft"):
+        root = importlib.resources.files(package) / "kernels"
+        for path in root.iterdir():
+            name = path.name
+            if name.endswith((".cl", ".h")) and not name.endswith("_gpu.cl") \
+                    and name != "probe.cl":
+                files.append((package, name, path.read_text()))
+    return files
+
+
+def test_cpu_kernels_use_the_fused_multiply_add():
+    # PoCL compiles mad() to a separate multiply and add on CPUs with FMA units: half the
+    # arithmetic rate (kernels/common.h, WTICONV_MAD). Only the macros' own definitions
+    # (common.h's WTICONV_MAD and peak.cl's PEAK_MAD) may call it.
+    import re
+
+    files = _cpu_kernel_files()
+    assert {n for _, n, _ in files} >= {"common.h", "peak.cl", "naive.cl", "tiled_cpu.cl",
+                                         "sgemm_cpu.cl", "fused.cl", "winograd_common.h"}
+    for package, name, text in files:
+        calls = [line.strip() for line in text.splitlines() if re.search(r"\bmad\(", line)
+                 and not re.match(r"\s*#define (WTICONV|PEAK)_MAD\(a, b, c\) mad\(", line)
+                 and not line.lstrip().startswith(("*", "/*"))]
+        assert calls == [], f"{package}/kernels/{name} calls mad(): {calls}"

@@ -11,6 +11,7 @@ import pytest
 
 from wticonv import Device, KernelBuildError
 from wticonv.runtime.programs import ProgramCache
+from wticonv.db import store as store_module
 from wticonv.db.store import Store
 
 SRC = "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }\n"
@@ -125,8 +126,35 @@ def test_foreign_schema_is_moved_aside(tmp_path):
 
 def test_non_numeric_figures_are_ignored(tmp_path):
     s = Store(tmp_path)
-    s._write("INSERT INTO device_figures VALUES (?, ?, ?, ?)", ("dev", "fast", 1.0, 0.0))
+    s.put_device_figures("dev", 1.0, 2.0)
+    s._write("INSERT OR REPLACE INTO device_figures VALUES (?, ?, ?, ?)",
+             (store_module._figures_key("dev"), "fast", 1.0, 0.0))
     assert s.get_device_figures("dev") is None
+
+
+def test_figures_of_an_older_method_are_measured_again_and_drop_the_calibration(tmp_path):
+    # A store written before FIGURES_METHOD 2 holds the figures under the bare device key,
+    # measured with mad() (half the peak on CPUs with FMA units), and a calibration fitted
+    # to them.
+    key = "Portable Computing Language|cpu|3.1"
+    s = Store(tmp_path)
+    s._write("INSERT INTO device_figures VALUES (?, ?, ?, ?)", (key, 2.2e11, 2e10, 0.0))
+    s.put_calibration(key, [("direct.naive", "0.1.0", 0.5, 10)])
+    s.put_correction(key, [("direct.naive", "0.1.0", ("bias",), [0.3], 10)])
+    s.put_calibration("other", [("direct.naive", "0.1.0", 0.7, 10)])
+    assert s.get_device_figures(key) is None          # so the device is measured again
+    assert s.get_calibration(key) and s.get_correction(key)
+    with pytest.warns(UserWarning, match=r"'cpu' were measured again .* run `wticonv "
+                                         r"calibrate` again"):
+        assert s.put_device_figures(key, 4.4e11, 2e10) == (4.4e11, 2e10)
+    assert s.get_device_figures(key) == (4.4e11, 2e10)
+    assert s.get_calibration(key) == {} and s.get_correction(key) == {}
+    assert s.get_calibration("other") == {"direct.naive": ("0.1.0", 0.7)}
+    assert s.summary()["device_figures"] == 1
+    # measuring again later keeps the calibration made since
+    s.put_calibration(key, [("direct.naive", "0.1.0", 0.9, 10)])
+    s.put_device_figures(key, 4.5e11, 2e10, keep_best=True)
+    assert s.get_calibration(key) == {"direct.naive": ("0.1.0", 0.9)}
 
 
 def test_keep_best_figures(tmp_path):

@@ -7,7 +7,8 @@ precious, everything can be measured or compiled again.
 
 Tables (keyed by device key = platform | device name | driver version):
 
-- ``device_figures``: measured peak FP32 FLOP/s and memory bandwidth per device.
+- ``device_figures``: measured peak FP32 FLOP/s and memory bandwidth per device, under
+  ``device key#m<FIGURES_METHOD>`` (figures of an older measuring method are not read).
 - ``launch_overhead``: measured seconds per kernel launch per device.
 - ``device_unusable``: written by versions before the probe; no longer read.
 - ``device_verdicts``: each device's probe verdict (usable, or set aside and why), keyed by
@@ -66,6 +67,17 @@ __all__ = ["Store", "default_cache_dir"]
 _TEMPORARY: dict[Path, Path] = {}
 _TEMPORARY_LOCK = threading.Lock()
 _DIGEST_BYTES = 32     # the SHA-256 stored before each program binary
+
+#: The measuring method of the device figures this version reads (wticonv.runtime.peak).
+#: 2: the peak kernel's multiply-adds are fused on CPUs with FMA units (PoCL's mad() is a
+#: separate multiply and add there, which read half the peak; kernels/common.h). Figures
+#: of an older method are not returned, so the device is measured again; storing the new
+#: ones drops the old, and the device's calibration, which was fitted to them.
+FIGURES_METHOD = 2
+
+
+def _figures_key(device_key: str) -> str:
+    return f"{device_key}#m{FIGURES_METHOD}"
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
@@ -325,10 +337,11 @@ class Store(Records):
 
     # --------------------------------------------------------------- device figures
     def get_device_figures(self, device_key: str) -> tuple[float, float] | None:
-        """Measured ``(peak_flops, bandwidth)`` of a device, in FLOP/s and bytes/s, or None."""
+        """Measured ``(peak_flops, bandwidth)`` of a device, in FLOP/s and bytes/s, or None
+        (none measured, or only by an older method: :data:`FIGURES_METHOD`)."""
         row = self._connect().execute(
             "SELECT peak_flops, bandwidth FROM device_figures WHERE device_key = ?",
-            (device_key,)).fetchone()
+            (_figures_key(device_key),)).fetchone()
         try:
             peak, bw = float(row[0]), float(row[1])
         except (TypeError, ValueError):  # no row, or a value that is not a number
@@ -342,14 +355,33 @@ class Store(Records):
         """Record a device's measured figures (FLOP/s, bytes/s) and return what is stored.
 
         ``keep_best`` keeps the larger of the stored and the new value of each figure: a
-        measurement disturbed by other work on the machine only ever reads low.
+        measurement disturbed by other work on the machine only ever reads low. Figures of
+        an older measuring method (:data:`FIGURES_METHOD`) are replaced, and the device's
+        calibration (factors and learned correction, fitted to predictions made from them)
+        is deleted with a warning to calibrate again.
         """
         if keep_best:
             old = self.get_device_figures(device_key)
             if old is not None:
                 peak_flops, bandwidth = max(peak_flops, old[0]), max(bandwidth, old[1])
-        self._write("INSERT OR REPLACE INTO device_figures VALUES (?, ?, ?, ?)",
-                    (device_key, float(peak_flops), float(bandwidth), time.time()))
+        dropped = False
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO device_figures VALUES (?, ?, ?, ?)",
+                         (_figures_key(device_key), float(peak_flops), float(bandwidth),
+                          time.time()))
+            if conn.execute("DELETE FROM device_figures WHERE device_key = ?",
+                            (device_key,)).rowcount:
+                dropped = sum(conn.execute(f"DELETE FROM {table} WHERE device_key = ?",
+                                           (device_key,)).rowcount
+                              for table in ("calibration", "calibration_models")) > 0
+        if dropped:
+            self._factors.pop(device_key, None)
+            self._factors.pop(("models", device_key), None)
+            name = (device_key.split("|") + [device_key])[1]
+            warnings.warn(f"wticonv: the device figures of {name!r} were "
+                          "measured again with a new method (fused multiply-adds); its "
+                          "calibration was fitted to the old figures and is removed: run "
+                          "`wticonv calibrate` again", stacklevel=2)
         return float(peak_flops), float(bandwidth)
 
     def get_launch_overhead(self, device_key: str) -> float | None:

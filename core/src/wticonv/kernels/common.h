@@ -9,6 +9,13 @@
  * WTICONV_VLOADN(n), WTICONV_VSTOREN(n): the vloadn / vstoren built-ins of width n.
  * WTICONV_LANE_INDEX: the lane numbers 0 to 15 as an initializer, for a __constant table
  *   that vector kernels index to build masks (lanes past a row's end).
+ * WTICONV_MAD(a, b, c): a * b + c, as one fused multiply-add instruction where the device
+ *   has one. PoCL 3.1 compiles the mad() built-in to a separate multiply and add on CPUs
+ *   that have FMA units (measured on a 2-core Xeon with AVX-512: 172 GFLOP/s with mad(),
+ *   441 with fma(), the same float16 chains), so CPU kernels halve their arithmetic rate
+ *   with mad(). Clang defines __FMA__ (x86) or __ARM_FEATURE_FMA (Arm) for a target CPU
+ *   with FMA units: there fma() is one instruction; elsewhere, where fma() would be a slow
+ *   software routine, mad() stays. GPU compilers define neither and fuse mad() already.
  */
 #ifndef WTICONV_COMMON_H
 #define WTICONV_COMMON_H
@@ -22,5 +29,11 @@
 #define WTICONV_VSTOREN(n) WTICONV_CAT(vstore, n)
 
 #define WTICONV_LANE_INDEX {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define WTICONV_MAD(a, b, c) fma((a), (b), (c))
+#else
+#define WTICONV_MAD(a, b, c) mad((a), (b), (c))
+#endif
 
 #endif /* WTICONV_COMMON_H */

@@ -7,9 +7,19 @@
  *   512-bit AVX-512 register (a float8 chain measured half the peak of an AVX-512 CPU);
  *   GPUs run the lanes as scalars. Eight chains hide the 4-cycle FMA latency of two FMA
  *   pipes on current CPUs; peak.py passes 16 for CPUs and 4 for GPUs.
+ *
+ * PEAK_MAD: the multiply-add the solvers' kernels use (wticonv/common.h's WTICONV_MAD, which
+ *   this file, read without the kernel library's splicing, repeats): one fused instruction
+ *   on CPUs with FMA units, where PoCL's mad() is a multiply and an add (half the rate).
  */
 #ifndef WTICONV_PEAK_CHAINS
 #define WTICONV_PEAK_CHAINS 8   /* independent float16 chains per work-item (peak.py sets it) */
+#endif
+
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define PEAK_MAD(a, b, c) fma((a), (b), (c))
+#else
+#define PEAK_MAD(a, b, c) mad((a), (b), (c))
 #endif
 
 __kernel void peak_fma(__global float *out, const int iters, const float a, const float b)
@@ -21,7 +31,7 @@ __kernel void peak_fma(__global float *out, const int iters, const float a, cons
     for (int i = 0; i < iters; ++i) {
 #pragma unroll
         for (int c = 0; c < WTICONV_PEAK_CHAINS; ++c)
-            acc[c] = mad(acc[c], (float16)a, (float16)b);
+            acc[c] = PEAK_MAD(acc[c], (float16)a, (float16)b);
     }
     float16 sum = acc[0];
     for (int c = 1; c < WTICONV_PEAK_CHAINS; ++c)

@@ -7,7 +7,9 @@ kept in the store (:mod:`wticonv.db.store`).
 Method (kernels in ``kernels/peak.cl``):
 
 - *peak FP32 FLOP/s*: every work-item runs independent float16 multiply-add chains (16
-  on AVX-512 CPUs, 8 on narrower ones, 4 on GPUs; float16 fills an AVX-512 register); the
+  on AVX-512 CPUs, 8 on narrower ones, 4 on GPUs; float16 fills an AVX-512 register), each
+  multiply-add one fused instruction where the device has FMA units, as in the solvers'
+  kernels (``WTICONV_MAD``, kernels/common.h; the store's ``FIGURES_METHOD`` 2); the
   loop count is a kernel argument, raised until one launch lasts at least ``target_ms``;
   the best of 3 launches counts.
 - *bandwidth (bytes/s)*: a float4 copy kernel over a buffer of 64 MiB on CPUs and

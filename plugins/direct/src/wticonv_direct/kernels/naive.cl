@@ -9,6 +9,7 @@
  *
  * Launch planning (global and local sizes, which wrw kernel) is in launch.py.
  */
+#include "wticonv/common.h"
 
 #ifndef DIRECT_NAIVE_WRW_LOCAL
 #define DIRECT_NAIVE_WRW_LOCAL 64  /* work-items sharing one dw element in naive_wrw_split;
@@ -48,7 +49,7 @@ __kernel void naive_fwd(__global const float *restrict x, __global const float *
                 const long iw = w0 + (long)s * dil_w;
                 if (iw < 0 || iw >= W)
                     continue;
-                acc = mad(xc[ih * W + iw], wc[(long)r * S + s], acc);
+                acc = WTICONV_MAD(xc[ih * W + iw], wc[(long)r * S + s], acc);
             }
         }
     }
@@ -89,7 +90,7 @@ __kernel void naive_bwd(__global float *restrict dx, __global const float *restr
                 const long ow = tw / stride_w;
                 if (ow >= Wo)
                     continue;
-                acc = mad(dyk[oh * Wo + ow], wk[(long)r * S + s], acc);
+                acc = WTICONV_MAD(dyk[oh * Wo + ow], wk[(long)r * S + s], acc);
             }
         }
     }
@@ -105,7 +106,7 @@ inline float wrw_row(const __global float *restrict dyrow, const __global float 
     for (int ow = 0; ow < Wo; ++ow) {
         const long iw = (long)ow * stride_w - pad_w + (long)s * dil_w;
         if (iw >= 0 && iw < W)
-            acc = mad(dyrow[ow], xrow[iw], acc);
+            acc = WTICONV_MAD(dyrow[ow], xrow[iw], acc);
     }
     return acc;
 }

@@ -271,11 +271,11 @@ void tiled_conv(TILED_ARGS)
                 const __global float *ap = Am + aq;
 #pragma unroll
                 for (int i = 0; i < TILED_MR; ++i)
-                    acc[i] = mad((floatv)(ap[i]), v, acc[i]);
+                    acc[i] = WTICONV_MAD((floatv)(ap[i]), v, acc[i]);
 #else
 #pragma unroll
                 for (int i = 0; i < TILED_MR; ++i)
-                    acc[i] = mad((floatv)(A[arow[i] + aq]), v, acc[i]);
+                    acc[i] = WTICONV_MAD((floatv)(A[arow[i] + aq]), v, acc[i]);
 #endif
             }
         }
@@ -460,7 +460,7 @@ void tiled_dot(TILED_ARGS)
                             for (int i = 0; i < 4; ++i)
 #pragma unroll
                                 for (int j = 0; j < 4; ++j)
-                                    c[i][j] = mad(a4[i], b4[j], c[i][j]);
+                                    c[i][j] = WTICONV_MAD(a4[i], b4[j], c[i][j]);
                         }
 #pragma unroll
                         for (int i = 0; i < 4; ++i)

@@ -133,8 +133,8 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
     _Pragma("unroll") for (int i = 0; i < GEMM_MR; ++i) {                                \
         const floatv a_ = (floatv)(*ap[i]);                                               \
         ap[i] += a_ks;                                                                    \
-        c0[i] = mad(a_, (v0), c0[i]);                                                     \
-        c1[i] = mad(a_, (v1), c1[i]);                                                     \
+        c0[i] = WTICONV_MAD(a_, (v0), c0[i]);                                             \
+        c1[i] = WTICONV_MAD(a_, (v1), c1[i]);                                             \
     }
     for (int b = 0; b < NB; ++b) {
         const long b1 = b / NB2, b2 = b - b1 * NB2;
@@ -257,12 +257,12 @@ void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2
             for (int i = 0; i < GEMM_NT_MR; ++i)
 #pragma unroll
                 for (int j = 0; j < GEMM_NT_NR; ++j)
-                    acc[i][j] = mad(av[i], bv[j], acc[i][j]);
+                    acc[i][j] = WTICONV_MAD(av[i], bv[j], acc[i][j]);
         }
         for (int k = kv; k < K; ++k)
             for (int i = 0; i < GEMM_NT_MR; ++i)
                 for (int j = 0; j < GEMM_NT_NR; ++j)
-                    tail[i][j] = mad(ap[i][k], bp[j][k], tail[i][j]);
+                    tail[i][j] = WTICONV_MAD(ap[i][k], bp[j][k], tail[i][j]);
     }
     __global float *Cg = C + c_off + g * c_gs;
     for (int j = 0; j < GEMM_NT_NR; ++j) {

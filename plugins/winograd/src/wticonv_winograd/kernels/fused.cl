@@ -141,7 +141,7 @@ void fused_forward(__global const float *restrict x, __global const float *restr
                 for (int a = 0; a < FUSED_KK; ++a)
                     #pragma unroll
                     for (int b = 0; b < FUSED_TT; ++b)
-                        acc[xi][a][b] = mad(u[a], v[b], acc[xi][a][b]);
+                        acc[xi][a][b] = WTICONV_MAD(u[a], v[b], acc[xi][a][b]);
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

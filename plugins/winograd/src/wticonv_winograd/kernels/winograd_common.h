@@ -6,6 +6,7 @@
  */
 #ifndef WINO_COMMON_H
 #define WINO_COMMON_H
+#include "wticonv/common.h"
 #ifndef WINO_MH
 #define WINO_MH 2   /* output tile rows */
 #endif
@@ -77,7 +78,7 @@ static inline void wino_mm(float *out, const float *A, const int ar, const int a
             float s = 0.0f;
             #pragma unroll
             for (int a = 0; a < k; ++a)
-                s = mad(A[r * ar + a * ak], B[a * bk + c * bc], s);
+                s = WTICONV_MAD(A[r * ar + a * ak], B[a * bk + c * bc], s);
             out[r * cols + c] = s;
         }
 }
