@@ -76,7 +76,7 @@ class Im2colSolver:
             return Decline("a picture of more than 2^31 pixels (plane indices are 32-bit)")
         if chunk_for(problem, device, workspace_limit) >= 1:
             return True
-        need = plan.col_bytes_per_image(problem)
+        need = plan.col_bytes(problem, kernel_family(device), 1)
         if need > device.info.max_alloc_bytes:
             return Decline(f"one image's column buffer ({need} bytes) exceeds the device's "
                            f"largest buffer ({device.info.max_alloc_bytes} bytes)")

@@ -65,7 +65,7 @@ inline void inside_columns(const int w0, const int W, const int Wo, const int st
 
 /* Global size (Nc, G*Cg*R*S): one work-item writes one image's row of the column buffer. */
 __kernel void im2col_cpu(__global const float *restrict x, __global float *restrict col,
-                         const int n0, const int Nc, CONV_ARGS)
+                         const int n0, const int Nc, const long ld, CONV_ARGS)
 {
     const int n = get_global_id(0);
     const int row = get_global_id(1);
@@ -74,7 +74,7 @@ __kernel void im2col_cpu(__global const float *restrict x, __global float *restr
     const int c = crs / RS, rs = crs - c * RS, r = rs / S, s = rs - r * S;
     const int P = Ho * Wo;
     const __global float *xp = x + ((long)(n0 + n) * C + g * Cg + c) * H * (long)W;
-    __global float *out = col + (long)row * Nc * P + (long)n * P;
+    __global float *out = col + (long)row * ld + (long)n * P;
     /* Output columns wo in [wlo, whi) read inside the picture; the rest are padding. */
     const int w0 = s * dil_w - pad_w;
     int wlo, whi;
@@ -139,12 +139,12 @@ __kernel void col2im(__global const float *restrict col, __global float *restric
 /* Global size (Nc, C): one work-item owns the plane dx[n0 + n][c]; it clears it, then adds
  * every tap's column row in (r, s, ho, wo) order. */
 __kernel void col2im_cpu(__global const float *restrict col, __global float *restrict dx,
-                         const int n0, const int Nc, CONV_ARGS)
+                         const int n0, const int Nc, const long ld, CONV_ARGS)
 {
     const int n = get_global_id(0), c = get_global_id(1);
     const int Cg = C / G, g = c / Cg, cl = c - g * Cg;
     const int P = Ho * Wo;
-    const long J = (long)Nc * P;
+    const long J = ld;
     __global float *plane = dx + ((long)(n0 + n) * C + c) * H * (long)W;
     for (int i = 0; i < H * W; ++i)
         plane[i] = 0.0f;

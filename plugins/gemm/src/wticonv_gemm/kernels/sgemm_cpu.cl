@@ -249,8 +249,12 @@ void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2
             bp[j] = B + bcol[j] + b1 * b_bs + b2 * b_bs2;
         for (int k = 0; k < kv; k += VW) {
             floatv av[GEMM_NT_MR], bv[GEMM_NT_NR];
+            /* unrolled, so that the vectors stay in registers (a loop kept them on the
+             * stack: a store and a load more per vector, PoCL 3.1) */
+#pragma unroll
             for (int i = 0; i < GEMM_NT_MR; ++i)
                 av[i] = VLOAD(0, ap[i] + k);
+#pragma unroll
             for (int j = 0; j < GEMM_NT_NR; ++j)
                 bv[j] = VLOAD(0, bp[j] + k);
 #pragma unroll
