@@ -27,6 +27,7 @@ from functools import lru_cache
 
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
            "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency",
+           "cpu_nn_row_blocks", "CPU_NN_ITEMS_PER_CU",
            "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR"]
 
 
@@ -84,6 +85,24 @@ CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.35)
 #: with K = 1 on the development machines: 0.26-0.56 us for sgemm_nn, 0.13 us for sgemm_nt.
 CPU_NN_ITEM_S = 0.4e-6
 CPU_NT_ITEM_S = 0.13e-6
+
+
+#: Work-items per compute unit that ``sgemm_nn``'s grid keeps at least, when its work-items
+#: take several row blocks each (:func:`cpu_nn_row_blocks`): enough for PoCL to balance
+#: them over the cores.
+CPU_NN_ITEMS_PER_CU = 16
+
+
+def cpu_nn_row_blocks(M: int, N: int, groups: int, compute_units: int,
+                      cfg: CpuConfig = CPU_NN) -> int:
+    """Row blocks of ``cfg.mr`` rows that one ``sgemm_nn`` work-item computes in turn over
+    the same ``cfg.nr`` columns (the kernel's ``RB``): as many as keep at least
+    :data:`CPU_NN_ITEMS_PER_CU` work-items per compute unit. A work-item's set-up (its
+    columns' offsets and load modes) and PoCL's cost of a work-group are then paid once per
+    RB tiles, and the B panel read from memory once for them."""
+    blocks = -(-M // cfg.mr)
+    items = blocks * -(-N // cfg.nr) * groups
+    return max(1, min(blocks, items // (CPU_NN_ITEMS_PER_CU * max(1, compute_units))))
 
 
 def cpu_configs(vector_width: int) -> tuple[CpuConfig, CpuConfig]:

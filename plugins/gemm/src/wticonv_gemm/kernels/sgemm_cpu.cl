@@ -85,6 +85,16 @@ inline floatv b_load(const __global float *p, const long *off, const int mode,
     return VLOAD(0, t);
 }
 
+/* One k-step of sgemm_nn's register tile: broadcast A(m0+i, k) to a vector, multiply-add it
+ * with the two B vectors of this step, move every A row pointer to the next k. */
+#define ROW_MADS(v0, v1)                                                                  \
+    _Pragma("unroll") for (int i = 0; i < GEMM_MR; ++i) {                                \
+        const floatv a_ = (floatv)(*ap[i]);                                               \
+        ap[i] += a_ks;                                                                    \
+        c0[i] = WTICONV_MAD(a_, (v0), c0[i]);                                             \
+        c1[i] = WTICONV_MAD(a_, (v1), c1[i]);                                             \
+    }
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2,
               __global const float *restrict A, const long a_off, const long a_gs,
@@ -95,9 +105,8 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
               const long b_len,
               __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
               const int cP, const int cWo, const long cns, const long chs, const long cws,
-              const int beta)
+              const int beta, const int RB)
 {
-    const int m0 = get_global_id(0) * GEMM_MR;
     const int n0 = get_global_id(1) * NR;
     const long g = get_global_id(2);
     const __global float *Ag = A + a_off + g * a_gs;
@@ -118,93 +127,91 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
     const intv lane = VLOAD(0, LANES);
     const intv lo0 = lane < (intv)split0, lo1 = lane < (intv)split1;
 
-    long arow[GEMM_MR];
-    for (int i = 0; i < GEMM_MR; ++i)
-        arow[i] = (long)min(m0 + i, M - 1) * a_ms;
-    floatv c0[GEMM_MR], c1[GEMM_MR];
-    for (int i = 0; i < GEMM_MR; ++i) {
-        c0[i] = (floatv)(0.0f);
-        c1[i] = (floatv)(0.0f);
-    }
     const bool fast = mode0 == B_CONTIG && mode1 == B_CONTIG;
-/* One k-step of the register tile: broadcast A(m0+i, k) to a vector, multiply-add it with
- * the two B vectors of this step, move every A row pointer to the next k. */
-#define ROW_MADS(v0, v1)                                                                  \
-    _Pragma("unroll") for (int i = 0; i < GEMM_MR; ++i) {                                \
-        const floatv a_ = (floatv)(*ap[i]);                                               \
-        ap[i] += a_ks;                                                                    \
-        c0[i] = WTICONV_MAD(a_, (v0), c0[i]);                                             \
-        c1[i] = WTICONV_MAD(a_, (v1), c1[i]);                                             \
-    }
-    for (int b = 0; b < NB; ++b) {
-        const long b1 = b / NB2, b2 = b - b1 * NB2;
-        const __global float *ap[GEMM_MR];
-        for (int i = 0; i < GEMM_MR; ++i)
-            ap[i] = Ag + b1 * a_bs + b2 * a_bs2 + arow[i];
-        const __global float *Bb = B + bbase + b1 * b_bs + b2 * b_bs2;
-        if (fast) {
-            /* The common case (a column buffer, or whole image rows): two plain vloads. */
-            const __global float *bk0 = Bb + off0[0], *bk1 = Bb + off1[0];
-            for (int k = 0; k < K; ++k) {
-                const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
-                bk0 += b_ks;
-                bk1 += b_ks;
-                ROW_MADS(v0, v1);
-            }
-        } else if (mode0 != B_GATHER && (mode1 != B_GATHER || !valid1)) {
-            /* Columns crossing one image boundary (1x1 convolutions on small pictures):
-             * each vector is two plain vloads blended at the boundary (a contiguous vector
-             * blends with itself). */
-            const __global float *lo_p0 = Bb + off0[0];
-            const __global float *hi_p0 = Bb + (mode0 == B_TWOSEG ? off0[split0] - split0
-                                                                  : off0[0]);
-            const __global float *lo_p1 = Bb + (valid1 ? off1[0] : off0[0]);
-            const __global float *hi_p1 = Bb + (valid1 && mode1 == B_TWOSEG
-                                                ? off1[split1] - split1
-                                                : (valid1 ? off1[0] : off0[0]));
-            for (int k = 0; k < K; ++k) {
-                const floatv v0 = select(VLOAD(0, hi_p0), VLOAD(0, lo_p0), lo0);
-                const floatv v1 = select(VLOAD(0, hi_p1), VLOAD(0, lo_p1), lo1);
-                lo_p0 += b_ks;
-                hi_p0 += b_ks;
-                lo_p1 += b_ks;
-                hi_p1 += b_ks;
-                ROW_MADS(v0, v1);
-            }
-        } else {
-            for (int k = 0; k < K; ++k) {
-                const __global float *bk = Bb + k * b_ks;
-                const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
-                const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
-                                         : (floatv)(0.0f);
-                ROW_MADS(v0, v1);
-            }
-        }
-    }
     __global float *Cg = C + c_off + g * c_gs;
     long coff[NR];
     for (int j = 0; j < NR; ++j)
         coff[j] = gemm_col(min(n0 + j, N - 1), cP, cWo, cns, chs, cws);
     const bool cvec = valid0 == VW && valid1 == VW && coff[VW - 1] == coff[0] + VW - 1 &&
                       coff[NR - 1] == coff[VW] + VW - 1;
-    for (int i = 0; i < GEMM_MR; ++i) {
-        if (m0 + i >= M)
+    /* RB row blocks of GEMM_MR rows, one after the other, share the column set-up above and
+     * the B panel, which stays in cache between them. */
+    for (int rb = 0; rb < RB; ++rb) {
+        const int m0 = (get_global_id(0) * RB + rb) * GEMM_MR;
+        if (m0 >= M)
             break;
-        __global float *crow = Cg + (long)(m0 + i) * c_ms;
-        float r[NR];
-        VSTORE(c0[i], 0, r);
-        VSTORE(c1[i], 1, r);
-        if (cvec && coff[VW] == coff[0] + VW) {
-            floatv lo = c0[i], hi = c1[i];
-            if (beta) {
-                lo += VLOAD(0, crow + coff[0]);
-                hi += VLOAD(0, crow + coff[VW]);
+        long arow[GEMM_MR];
+        for (int i = 0; i < GEMM_MR; ++i)
+            arow[i] = (long)min(m0 + i, M - 1) * a_ms;
+        floatv c0[GEMM_MR], c1[GEMM_MR];
+        for (int i = 0; i < GEMM_MR; ++i) {
+            c0[i] = (floatv)(0.0f);
+            c1[i] = (floatv)(0.0f);
+        }
+        for (int b = 0; b < NB; ++b) {
+            const long b1 = b / NB2, b2 = b - b1 * NB2;
+            const __global float *ap[GEMM_MR];
+            for (int i = 0; i < GEMM_MR; ++i)
+                ap[i] = Ag + b1 * a_bs + b2 * a_bs2 + arow[i];
+            const __global float *Bb = B + bbase + b1 * b_bs + b2 * b_bs2;
+            if (fast) {
+                /* The common case (a column buffer, or whole image rows): two plain vloads. */
+                const __global float *bk0 = Bb + off0[0], *bk1 = Bb + off1[0];
+                for (int k = 0; k < K; ++k) {
+                    const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
+                    bk0 += b_ks;
+                    bk1 += b_ks;
+                    ROW_MADS(v0, v1);
+                }
+            } else if (mode0 != B_GATHER && (mode1 != B_GATHER || !valid1)) {
+                /* Columns crossing one image boundary (1x1 convolutions on small pictures):
+                 * each vector is two plain vloads blended at the boundary (a contiguous vector
+                 * blends with itself). */
+                const __global float *lo_p0 = Bb + off0[0];
+                const __global float *hi_p0 = Bb + (mode0 == B_TWOSEG ? off0[split0] - split0
+                                                                      : off0[0]);
+                const __global float *lo_p1 = Bb + (valid1 ? off1[0] : off0[0]);
+                const __global float *hi_p1 = Bb + (valid1 && mode1 == B_TWOSEG
+                                                    ? off1[split1] - split1
+                                                    : (valid1 ? off1[0] : off0[0]));
+                for (int k = 0; k < K; ++k) {
+                    const floatv v0 = select(VLOAD(0, hi_p0), VLOAD(0, lo_p0), lo0);
+                    const floatv v1 = select(VLOAD(0, hi_p1), VLOAD(0, lo_p1), lo1);
+                    lo_p0 += b_ks;
+                    hi_p0 += b_ks;
+                    lo_p1 += b_ks;
+                    hi_p1 += b_ks;
+                    ROW_MADS(v0, v1);
+                }
+            } else {
+                for (int k = 0; k < K; ++k) {
+                    const __global float *bk = Bb + k * b_ks;
+                    const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
+                    const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
+                                             : (floatv)(0.0f);
+                    ROW_MADS(v0, v1);
+                }
             }
-            VSTORE(lo, 0, crow + coff[0]);
-            VSTORE(hi, 0, crow + coff[VW]);
-        } else {
-            for (int j = 0; j < valid0 + valid1; ++j)
-                crow[coff[j]] = beta ? crow[coff[j]] + r[j] : r[j];
+        }
+        for (int i = 0; i < GEMM_MR; ++i) {
+            if (m0 + i >= M)
+                break;
+            __global float *crow = Cg + (long)(m0 + i) * c_ms;
+            float r[NR];
+            VSTORE(c0[i], 0, r);
+            VSTORE(c1[i], 1, r);
+            if (cvec && coff[VW] == coff[0] + VW) {
+                floatv lo = c0[i], hi = c1[i];
+                if (beta) {
+                    lo += VLOAD(0, crow + coff[0]);
+                    hi += VLOAD(0, crow + coff[VW]);
+                }
+                VSTORE(lo, 0, crow + coff[0]);
+                VSTORE(hi, 0, crow + coff[VW]);
+            } else {
+                for (int j = 0; j < valid0 + valid1; ++j)
+                    crow[coff[j]] = beta ? crow[coff[j]] + r[j] : r[j];
+            }
         }
     }
 }
