@@ -11,6 +11,11 @@ scores each choice by the measured times, as ``wticonv evaluate`` does.
 
     python tools/replay_evaluate.py --calibration cal.csv evaluate-inception3-n32-h200.csv
 
+``--fit-from OTHER.csv`` fits the calibration to another device's probes instead (each
+predicted with that device's figures) and applies it on this one: whether a calibration
+travels, as a system database's device pattern makes it (docs/fleet.md);
+``--uncalibrated`` replays the raw models.
+
 It prints, per evaluation, what ``wticonv evaluate`` prints on its "fallback" line (cases,
 share within 10 % of the best, top-1, mean and worst slowdown); ``-v`` lists the misses.
 
@@ -206,19 +211,25 @@ def raw_predictions(registry, device, problem):
             if v.applicable and v.predicted_ms}
 
 
-def replay(registry, device, cal_rows, eval_rows, verbose=False, label=""):
+def replay(registry, device, cal_rows, eval_rows, verbose=False, label="",
+           fit_device=None):
     """Refit the factors from ``cal_rows``, choose for every case of ``eval_rows`` and
     return ``(share within 10 %, mean slowdown, misses)``; misses are ``(slowdown,
-    problem key, chosen, fastest)``."""
+    problem key, chosen, fastest)``. ``fit_device``: the device ``cal_rows`` were
+    measured on, when it is not the evaluation's ``device`` (a calibration that travels
+    to another device, as a system database's device pattern makes it); no ``cal_rows``:
+    no calibration."""
+    fit_device = fit_device or device
     runs, predicted = [], {}
     for r in cal_rows:
         p = parse_key(r["problem"])
         if r["problem"] not in predicted:       # one ranking per probe, not per solver row
-            predicted[r["problem"]] = raw_predictions(registry, device, p)
+            predicted[r["problem"]] = raw_predictions(registry, fit_device, p)
         pred = predicted[r["problem"]].get(r["solver"])
         if pred:
             runs.append((p, r["solver"], pred, float(r["measured_ms"])))
-    device.store = FitStore(registry, fit_factors(runs), fit_correction(runs, device))
+    device.store = FitStore(registry, fit_factors(runs),
+                            fit_correction(runs, fit_device) if runs else {})
     measured = collections.defaultdict(dict)
     for r in eval_rows:
         if r["measured_ms"]:
@@ -285,6 +296,13 @@ def main(argv=None) -> int:
                     help="its preferred float vector width, which the CPU kernels' plans "
                          "follow (`wticonv devices --json` shows it; default: the "
                          "calibration's vector_width column, else 16 on CPUs)")
+    ap.add_argument("--fit-from", default=None, metavar="OTHER_CAL.csv",
+                    help="fit the calibration to this file's probes (measured on another "
+                         "device, and predicted with its figures) instead, and replay the "
+                         "evaluation on --calibration's device with it: whether a "
+                         "calibration travels (a system database's device pattern)")
+    ap.add_argument("--uncalibrated", action="store_true",
+                    help="replay without any calibration (the raw WTI models)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the misses")
     args = ap.parse_args(argv)
     try:
@@ -300,8 +318,13 @@ def main(argv=None) -> int:
         registry = SolverRegistry()
         device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth,
                             args.vector_width, registry)
+        fit_rows, fit_device = cal, None
+        if args.fit_from:
+            fit_rows = load(args.fit_from, "calibration")
+            fit_device = device_for(fit_rows, registry=registry)
         for path, rows in evaluations:
-            replay(registry, device, cal, rows, args.verbose, label=path)
+            replay(registry, device, [] if args.uncalibrated else fit_rows, rows,
+                   args.verbose, label=path, fit_device=fit_device)
     except ReplayError as e:
         print(f"replay_evaluate: error: {e}", file=sys.stderr)
         return 2

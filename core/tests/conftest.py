@@ -6,6 +6,8 @@ core's tests run from it too.
   repository (or of the unpacked sdist), so that compiled programs and measured device
   figures are reused across test runs and subprocesses; tests that need a clean store
   make their own.
+- No system database is read (``WTICONV_SYSTEM_DB=""``), so that an installed one does
+  not change what the tests rank.
 - ``@pytest.mark.gpu`` tests are skipped when no OpenCL GPU is present.
 """
 
@@ -21,6 +23,10 @@ os.environ.setdefault("WTICONV_CACHE_DIR", str(ROOT / ".cache" / "wticonv-tests"
 os.environ.pop("WTICONV_LOAD_PLUGINS", None)
 os.environ.pop("WTICONV_DISABLE_SOLVERS", None)
 os.environ.pop("WTICONV_TRACE", None)
+# No system database (wticonv.db.system): the tests rank with the records of their own
+# stores, whatever data distribution is installed; the tests of system databases name
+# their files (or unset it) themselves.
+os.environ["WTICONV_SYSTEM_DB"] = ""
 
 
 def _has_gpu() -> bool:

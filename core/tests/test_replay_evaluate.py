@@ -192,3 +192,25 @@ def test_a_gpu_that_ran_tensor_core_solvers_is_replayed_with_them():
     assert not tensor_cores(cpu)
     with pytest.raises(ValueError, match="CPU stand-in"):
         tool.RecordingDevice("cpu", compute_capability=(9, 0))
+
+
+def test_replay_a_calibration_on_another_device_or_none(capsys):
+    """--fit-from fits to another file's probes, predicted with that file's device (the
+    same file: the same replay as without it); --uncalibrated scores the raw models."""
+    tool = _tool()
+    results = TOOL.parents[1] / "benchmarks/results"
+    cal, ev = results / "calibrate-cpu-pocl.csv", results / "evaluate-vgg16-n8-cpu.csv"
+    outputs = {}
+    for name, extra in (("own", []), ("same", ["--fit-from", str(cal)]),
+                        ("none", ["--uncalibrated"]),
+                        ("xeon", ["--fit-from",
+                                  str(results / "calibrate-test-n4-cpu-xeon.csv")])):
+        assert tool.main(["--calibration", str(cal), str(ev), *extra]) == 0
+        outputs[name] = capsys.readouterr().out
+    assert outputs["same"] == outputs["own"]
+    assert "27 cases" in outputs["none"] and outputs["none"] != outputs["own"]
+    assert "27 cases" in outputs["xeon"] and outputs["xeon"] not in (outputs["own"],
+                                                                      outputs["none"])
+    assert tool.main(["--calibration", str(cal), str(ev), "--fit-from",
+                      str(results / "missing.csv")]) == 2
+    assert "missing.csv: cannot be read" in capsys.readouterr().err

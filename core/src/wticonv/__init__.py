@@ -27,6 +27,7 @@ from wticonv.contract.hookspecs import WTI_UNKNOWN, Decline, hookimpl
 from wticonv.errors import (
     ArgumentError,
     ContractError,
+    DbFileError,
     DeviceError,
     DeviceMemoryError,
     DriverArgsError,
@@ -84,10 +85,51 @@ def solver_tolerance(handle: Handle, solver_id: str, problem: ConvProblem | None
     return tolerance_for(handle.registry, solver_id, problem)
 
 
+def export_db(file, devices=None, kinds=None, store=None, match: str | None = None,
+              comment: str | None = None) -> dict:
+    """Write the cache's find-db, perf-db and calibration records to ``file`` (a path, or
+    ``"-"`` for standard output) in the ``wticonv-db`` format (``wticonv db export``;
+    docs/fleet.md): a header line, then one record a line, sorted.
+
+    ``devices``: device keys or patterns (``*`` any text) whose records to write (default:
+    all); ``kinds``: some of ``"find-db"``, ``"perf-db"``, ``"calibration"``,
+    ``"correction"`` (default: all); ``store``: a :class:`wticonv.db.Store` (default: the
+    user's cache); ``match``, ``comment``: see :func:`wticonv.db.transfer.export_db`, which
+    this calls. Returns its summary (record counts per kind, devices).
+    """
+    from wticonv.db.store import Store
+    from wticonv.db.transfer import export_db as export
+
+    return export(store if store is not None else Store(), file, devices, kinds, match,
+                  comment)
+
+
+def import_db(file, devices=None, skip_bad: bool = False, check: bool = False,
+              store=None) -> dict:
+    """Import a ``wticonv-db`` file (a path, ``"-"`` or an open text file) into the cache,
+    in one transaction (``wticonv db import``).
+
+    Every record is checked, and that its solver is installed in the version that
+    measured it. A file with a bad record imports nothing and raises
+    :class:`DbFileError` (each bad line with what is wrong and how to fix it) unless
+    ``skip_bad``: then the good ones are imported and the bad ones returned. ``devices``
+    (device keys or patterns) imports only those devices' records; ``check`` imports
+    nothing. Returns :func:`wticonv.db.transfer.import_db`'s summary.
+    """
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.db.store import Store
+    from wticonv.db.transfer import import_db as load
+
+    versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
+    return load(store if store is not None else Store(), file, versions, devices, skip_bad,
+                check)
+
+
 _moved.install()
 
 __all__ = [
     "conv2d", "conv2d_input", "conv2d_weight", "explain", "solver_tolerance",
+    "export_db", "import_db", "DbFileError",
     "reduction_length",
     "ConvProblem", "DIRECTIONS", "ConvTensors", "Device", "DeviceInfo", "Handle", "RunResult",
     "Selection", "Verdict", "Decline", "hookimpl", "WTI_UNKNOWN", "DEFAULT_TOLERANCE",

@@ -19,6 +19,7 @@ __all__ = [
     "KernelBuildError",
     "DeviceMemoryError",
     "StoreError",
+    "DbFileError",
     "HostMemoryError",
     "PluginError",
     "ContractError",
@@ -76,6 +77,31 @@ class HostMemoryError(WticonvError):
 
 class StoreError(WticonvError):
     """The cache directory cannot be used (not a directory, not writable)."""
+
+
+class DbFileError(WticonvError, ValueError):
+    """A database file (``wticonv db import``, the ``wticonv-db`` format of
+    :mod:`wticonv.db.transfer`) cannot be read, or holds bad records.
+
+    The message says what is wrong with each bad line and how to fix it; nothing of the
+    file was imported.
+
+    Attributes
+    ----------
+    path : str
+        The file (``"-"``: standard input).
+    bad : list
+        One :class:`wticonv.db.transfer.BadRecord` (line number, what is wrong and how to
+        fix it) per bad line; the header's when the file cannot be read at all.
+    good : int
+        How many records were good (``--skip-bad`` imports those).
+    """
+
+    def __init__(self, message: str = "", path: str = "", bad=(), good: int = 0) -> None:
+        super().__init__(message)
+        self.path = path
+        self.bad = list(bad)
+        self.good = good
 
 
 class KernelBuildError(WticonvError):

@@ -120,10 +120,14 @@ def selection(s, device) -> None:
                   "-" if v.dynamic is None else ("yes" if v.dynamic else "no"),
                   _num(v.wti, "{:.3g}") + (f" (raw {v.raw_wti:.3g})" if v.raw_wti else ""),
                   _bytes(v.workspace), _ms(v.predicted_ms),
-                  _ms(v.measured_ms), v.wti_source or "-", _perf(v), verdict)
+                  _ms(v.measured_ms), v.source or v.wti_source or "-", _perf(v), verdict)
     _out.print(t)
     for reason, n in notes.items():
         _out.print(f"note {n}: {reason}", soft_wrap=True)
+    for source, db in dict.fromkeys((v.source, v.system_db) for v in s.verdicts
+                                    if v.system_db):
+        _out.print(f"{source}: the system database {db} (`wticonv db system`; your own "
+                   "records, once measured, replace it)", soft_wrap=True)
 
 
 def _shared_reasons(verdicts) -> dict[str, int]:

@@ -16,7 +16,12 @@ import warnings
 
 from wticonv.errors import StoreError
 
-__all__ = ["Records", "valid_perf_config", "PERF_CONFIG_MAX_CHARS"]
+__all__ = ["Records", "valid_perf_config", "valid_correction_model", "PERF_CONFIG_MAX_CHARS",
+           "RECORD_KINDS"]
+
+#: The kinds of measured record, in the order a database file lists them
+#: (:mod:`wticonv.db.transfer`): find-db, perf-db, calibration factors, learned corrections.
+RECORD_KINDS = ("find-db", "perf-db", "calibration", "correction")
 
 #: Longest perf config name accepted (see the ``perf_configs`` hook).
 PERF_CONFIG_MAX_CHARS = 100
@@ -58,6 +63,13 @@ def _valid_model(model, features: int) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     return bool(trees)
+
+
+def valid_correction_model(model, features: int) -> bool:
+    """Whether ``model`` is a learned correction of ``features`` features that selection
+    can evaluate: a list of one finite coefficient per feature, or boosted trees (see
+    :meth:`Records.put_correction`)."""
+    return _valid_model(model, features)
 
 
 class Records:
@@ -279,3 +291,103 @@ class Records:
                 pass
         self._perf[device_key] = out
         return out
+
+    # ------------------------------------------------------------- whole databases
+    def record_device_keys(self) -> list[str]:
+        """Every device key the find-db, perf-db or calibration holds records of, sorted."""
+        rows = self._connect().execute(
+            "SELECT device_key FROM find_db UNION SELECT device_key FROM perf_db UNION "
+            "SELECT device_key FROM calibration UNION SELECT device_key FROM "
+            "calibration_models ORDER BY 1").fetchall()
+        return [r[0] for r in rows]
+
+    def dump_records(self, device_keys=None, kinds=RECORD_KINDS) -> list[tuple]:
+        """The measured records of ``device_keys`` (None: every device) as they are stored,
+        unchecked: ``(kind, device_key, problem_key or None, solver_id, direction or None,
+        solver_version, values)`` tuples, ``values`` a dict of the kind's fields (the
+        ``wticonv-db`` format's, :mod:`wticonv.db.transfer`, which checks them)."""
+        conn = self._connect()
+        keys = self.record_device_keys() if device_keys is None else sorted(set(device_keys))
+        out: list[tuple] = []
+        for dev in keys:
+            if "find-db" in kinds:
+                out += [("find-db", dev, pk, sid, None, ver,
+                         {"workspace": ws, "time_ms": t, "runs": n, "capped": bool(c)})
+                        for pk, sid, ver, ws, t, n, c in conn.execute(
+                            "SELECT problem_key, solver_id, solver_version, workspace, "
+                            "time_ms, runs, capped FROM find_db WHERE device_key = ?", (dev,))]
+            if "perf-db" in kinds:
+                out += [("perf-db", dev, pk, sid, None, ver,
+                         {"perf_config": cfg, "time_ms": t, "default_ms": t0})
+                        for pk, sid, ver, cfg, t, t0 in conn.execute(
+                            "SELECT problem_key, solver_id, solver_version, perf_config, "
+                            "time_ms, default_ms FROM perf_db WHERE device_key = ?", (dev,))]
+            if "calibration" in kinds:
+                for key, ver, f, k in conn.execute(
+                        "SELECT solver_id, solver_version, factor, probes FROM calibration "
+                        "WHERE device_key = ?", (dev,)):
+                    sid, _, direction = str(key).partition("@")
+                    out.append(("calibration", dev, None, sid, direction or None, ver,
+                                {"factor": f, "probes": k}))
+            if "correction" in kinds:
+                for sid, ver, names, model, runs in conn.execute(
+                        "SELECT solver_id, solver_version, features, coefficients, runs FROM "
+                        "calibration_models WHERE device_key = ?", (dev,)):
+                    try:
+                        names, model = json.loads(names), json.loads(model)
+                    except (TypeError, ValueError):
+                        names = model = None       # reported by the caller's check
+                    out.append(("correction", dev, None, sid, None, ver,
+                                {"features": names, "model": model, "runs": runs}))
+        return out
+
+    def load_records(self, records) -> None:
+        """Write checked records (the tuples of :meth:`dump_records`) in one transaction:
+        all of them, or on an error none.
+
+        What a record replaces is what the command that measures it writes at once: the
+        find-db records of a (device, problem) replace that problem's records on that
+        device (``wticonv find`` times every solver of a problem together); a perf-db
+        record replaces the one of its (device, problem, solver); calibration factors and
+        learned corrections of a device replace both of that device's (``wticonv
+        calibrate`` fits them together: half of an older calibration is never kept).
+        """
+        now = time.time()
+        finds: dict[tuple[str, str], list] = {}
+        perf, factors, models = [], [], []
+        calibrated: set[str] = set()
+        for kind, dev, pk, sid, direction, ver, v in records:
+            if kind == "find-db":
+                finds.setdefault((dev, pk), []).append(
+                    (dev, pk, sid, ver, int(v["workspace"]), float(v["time_ms"]),
+                     int(v["runs"]), int(bool(v["capped"])), now))
+            elif kind == "perf-db":
+                perf.append((dev, pk, sid, ver, v["perf_config"], float(v["time_ms"]),
+                             float(v["default_ms"]), now))
+            elif kind == "calibration":
+                calibrated.add(dev)
+                factors.append((dev, sid + (f"@{direction}" if direction else ""), ver,
+                                float(v["factor"]), int(v["probes"]), now))
+            elif kind == "correction":
+                calibrated.add(dev)
+                models.append((dev, sid, ver, json.dumps(list(v["features"])),
+                               json.dumps(v["model"]), int(v["runs"]), now))
+            else:
+                raise ValueError(f"unknown record kind {kind!r}")
+        with self._transaction() as conn:
+            for (dev, pk), rows in finds.items():
+                conn.execute("DELETE FROM find_db WHERE device_key = ? AND problem_key = ?",
+                             (dev, pk))
+                conn.executemany("INSERT INTO find_db VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany("INSERT OR REPLACE INTO perf_db VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             perf)
+            for dev in calibrated:
+                conn.execute("DELETE FROM calibration WHERE device_key = ?", (dev,))
+                conn.execute("DELETE FROM calibration_models WHERE device_key = ?", (dev,))
+            conn.executemany("INSERT INTO calibration VALUES (?, ?, ?, ?, ?, ?)", factors)
+            conn.executemany("INSERT INTO calibration_models VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             models)
+        for dev in {r[0] for r in perf} | calibrated:
+            self._perf.pop(dev, None)
+            self._factors.pop(dev, None)
+            self._factors.pop(("models", dev), None)

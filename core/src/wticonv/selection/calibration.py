@@ -3,31 +3,51 @@
 ``wticonv calibrate`` (:mod:`wticonv.measuring.calibrate`) fits and writes them; selection
 applies them here, for the installed solver version only: a solver's learned correction
 (:mod:`wticonv.selection.correction`) where the store holds one, else its factor per
-direction (else its all-directions factor).
+direction (else its all-directions factor). A device the user's store holds no
+calibration of is corrected by a system database's (:mod:`wticonv.db.system`), if one
+holds a calibration for it; the user's own, once made, replaces it whole (the factors and
+corrections of one calibration are fitted together, and never mixed with another's).
 """
 
 from __future__ import annotations
 
+from wticonv.db.system import system_view
 from wticonv.errors import WticonvError
 from wticonv.selection.correction import correction_factors
 
-__all__ = ["apply_factors"]
+__all__ = ["apply_factors", "calibration_of"]
+
+
+def calibration_of(device, problem=None) -> tuple[dict, dict, str, str]:
+    """``(factors, models, source, system database)`` of ``device``: the user's store's
+    (source ``"user calibration"``), else a system database's (``"system calibration"``
+    and its name), else ``({}, {}, "", "")``. ``models`` (the learned corrections) only
+    where ``problem`` is given. Stand-in devices (``store = None``) have none."""
+    store = device.store   # None on stand-in devices (contract.protocols.DeviceLike)
+    if store is None:
+        return {}, {}, "", ""
+    try:
+        factors = store.get_calibration(device.key)
+        get_correction = getattr(store, "get_correction", None)   # stand-in stores lack it
+        models = get_correction(device.key) if get_correction else {}
+    except WticonvError:
+        return {}, {}, "", ""
+    if factors or models:
+        return factors, models if problem is not None else {}, "user calibration", ""
+    view = system_view(device.key)
+    if not view.calibration_source:
+        return {}, {}, "", ""
+    return (view.calibration, view.correction if problem is not None else {},
+            "system calibration", view.calibration_source)
 
 
 def apply_factors(registry, device, verdicts, direction: str | None = None,
                   problem=None) -> None:
     """Multiply each applicable verdict's WTI by its solver's correction for ``problem``
     (given) or stored factor for ``direction`` (else its all-directions factor), keeping
-    the raw WTI in ``raw_wti``; used by selection."""
-    store = device.store   # None on stand-in devices (contract.protocols.DeviceLike)
-    if store is None:
-        return
-    try:
-        factors = store.get_calibration(device.key)
-        get_correction = getattr(store, "get_correction", None)   # stand-in stores lack it
-        models = get_correction(device.key) if problem is not None and get_correction else {}
-    except WticonvError:
-        return
+    the raw WTI in ``raw_wti`` and naming the calibration in ``source``; used by
+    selection."""
+    factors, models, source, name = calibration_of(device, problem)
     if not factors and not models:
         return
     versions = {sid: e.version for sid, e in registry.solvers.items()}
@@ -47,3 +67,4 @@ def apply_factors(registry, device, verdicts, direction: str | None = None,
         v.predicted_ms = v.predicted_ms / factor if v.predicted_ms else v.predicted_ms
         if v.wti_source == "model":
             v.wti_source = "calibrated"
+            v.source, v.system_db = source, name

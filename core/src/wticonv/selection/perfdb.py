@@ -3,7 +3,10 @@
 ``wticonv tune`` (:mod:`wticonv.measuring.tune`) writes the records; selection reads them
 here. A record counts only when its solver version is the installed one and the solver
 still offers its perf config; a stale record is ignored with one warning, one naming a
-config the solver no longer offers is deleted.
+config the solver no longer offers is deleted. Where the user's perf-db holds no record of
+a (problem, solver), a system database's (:mod:`wticonv.db.system`) is used, under the
+same checks (a system database is read-only: its bad records are passed over, with a
+note, never deleted).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from wticonv.db.records import valid_perf_config
+from wticonv.db.system import system_view
 from wticonv.errors import SolverWarning, WticonvError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,19 +55,21 @@ def offered_perf_configs(registry, solver_id: str, problem: ConvProblem, device,
 
 
 def stored_perf_config(registry, solver_id: str, problem: ConvProblem, device,
-                       workspace_limit: int | None) -> tuple[str | None, str]:
-    """The perf config immediate mode gives ``solver_id`` on ``problem``: the perf-db's
-    when it holds a valid record, else None (the solver's default); and a note saying why
-    a record was not used ("" when there was none, or it was used)."""
+                       workspace_limit: int | None) -> tuple[str | None, str, str]:
+    """The perf config immediate mode gives ``solver_id`` on ``problem``: the user's
+    perf-db's when it holds a valid record, else a system database's, else None (the
+    solver's default); a note saying why a record was not used ("" when there was none,
+    or it was used); and where the config came from (``"perf-db"``, ``"system perf-db"``,
+    or "" for the default)."""
     store = device.store   # None on stand-in devices (contract.protocols.DeviceLike)
     if store is None:
-        return None, ""
+        return None, "", ""
     try:
         rec = store.get_perf_records(device.key).get((problem.key, solver_id))
     except WticonvError:
-        return None, ""
+        return None, "", ""
     if rec is None:
-        return None, ""
+        return _system_perf_config(registry, solver_id, problem, device, workspace_limit)
     version, config = rec[0], rec[1]
     installed = registry.solvers[solver_id].version
     if version != installed:
@@ -74,12 +80,12 @@ def stored_perf_config(registry, solver_id: str, problem: ConvProblem, device,
                           f"for version {version}, {installed} is installed: they are ignored "
                           "(default perf configs run); run `wticonv tune` again",
                           SolverWarning, stacklevel=2)
-        return None, f"perf-db record stale (version {version}): default perf config"
+        return None, f"perf-db record stale (version {version}): default perf config", ""
     if config in offered_perf_configs(registry, solver_id, problem, device, workspace_limit):
-        return config, ""
+        return config, "", "perf-db"
     if workspace_limit is not None and config in offered_perf_configs(
             registry, solver_id, problem, device, None):
-        return None, f"tuned perf config {config} does not fit the workspace limit: default"
+        return None, f"tuned perf config {config} does not fit the workspace limit: default", ""
     warnings.warn(f"wticonv: the perf-db record of solver {solver_id!r} for {problem.key} "
                   f"names perf config {config!r}, which the solver does not offer; deleted it "
                   "(the default runs; `wticonv tune` stores a new one)", SolverWarning,
@@ -88,4 +94,22 @@ def stored_perf_config(registry, solver_id: str, problem: ConvProblem, device,
         store.delete_perf_record(device.key, problem.key, solver_id)
     except WticonvError:
         pass
-    return None, f"perf-db record invalid ({config!r} not offered): deleted, default used"
+    return None, f"perf-db record invalid ({config!r} not offered): deleted, default used", ""
+
+
+def _system_perf_config(registry, solver_id: str, problem: ConvProblem, device,
+                        workspace_limit: int | None) -> tuple[str | None, str, str]:
+    """:func:`stored_perf_config` from the system databases (read-only: a record of
+    another version, or naming a config the solver does not offer, is passed over with a
+    note)."""
+    hit = system_view(device.key).perf.get((problem.key, solver_id))
+    if hit is None:
+        return None, "", ""
+    (version, config, _, _), name = hit
+    if version != registry.solvers[solver_id].version:
+        return None, (f"system perf-db record stale (version {version}, {name}): default "
+                      "perf config"), ""
+    if config in offered_perf_configs(registry, solver_id, problem, device, workspace_limit):
+        return config, "", "system perf-db"
+    return None, (f"system perf-db config {config} not offered here (or over the workspace "
+                  f"limit; {name}): default"), ""

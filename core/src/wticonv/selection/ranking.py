@@ -10,7 +10,9 @@ device (a valid find-db record for their version and workspace,
 where there is one, else the predicted time (which orders as the WTI does), so a slow
 solver that was measured never outranks a fast one whose record went stale. Tunable solvers
 are asked about the perf config the perf-db holds for the problem
-(:mod:`wticonv.selection.perfdb`), else about their default.
+(:mod:`wticonv.selection.perfdb`), else about their default. Each of these records is
+the user's own where the user's store holds one, else a system database's
+(:mod:`wticonv.db.system`); each verdict's ``source`` says which ranked it.
 
 Every selection explains itself: one :class:`Verdict` per installed solver.
 """
@@ -82,9 +84,9 @@ def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, dev
                              f"(offered: {', '.join(offered) or 'none'})")
         v.perf_config, v.perf_source = forced_config, "forced"
         return
-    v.perf_config, note = stored_perf_config(registry, v.solver_id, problem, device,
-                                             workspace_limit)
-    v.perf_source = "perf-db" if v.perf_config is not None else "default"
+    v.perf_config, note, source = stored_perf_config(registry, v.solver_id, problem, device,
+                                                     workspace_limit)
+    v.perf_source = source if v.perf_config is not None else "default"
     if note:
         v.note = note
 
@@ -117,7 +119,7 @@ def _evaluate(registry: SolverRegistry, sid: str, problem: ConvProblem, device: 
         hook = "get_wti"
         v.wti = wti_answer(get_wti(problem, device, workspace_limit, v.perf_config),
                            entry.max_wti)
-        v.wti_source = "model"
+        v.wti_source = v.source = "model"
     except _NotOffered as e:
         v.reason = str(e)
         return v

@@ -35,6 +35,13 @@ class Verdict:
         What ranks it: ``"model"`` (the solver's ``get_wti``), ``"calibrated"`` (that WTI
         times the device's calibration factor, :mod:`wticonv.measuring.calibrate`) or ``"find-db"``
         (a time measured by find mode, :mod:`wticonv.measuring.find`).
+    source : str
+        Which records ranked it: ``"model"`` (the solver's own WTI), ``"user
+        calibration"`` or ``"system calibration"`` (a calibration of the user's store, or
+        of a system database, :mod:`wticonv.db.system`), ``"user find-db"`` or ``"system
+        find-db"`` (a measured time); "" for solvers that are not ranked.
+    system_db : str
+        The system database that ``source`` names (its distribution and file), else "".
     raw_wti : float or None
         The solver's own WTI before calibration (None when no factor applied).
     measured_ms : float or None
@@ -43,7 +50,8 @@ class Verdict:
         The perf config the solver is asked about and runs with (tunable solvers); None:
         the solver's default.
     perf_source : str
-        Where ``perf_config`` came from: ``"perf-db"``, ``"forced"``, or ``"default"``
+        Where ``perf_config`` came from: ``"perf-db"`` (the user's), ``"system perf-db"``
+        (a system database's), ``"forced"``, or ``"default"``
         (tunable solvers only; "" for the others).
     note : str
         Remarks on the ranking (e.g. a stale find-db or perf-db record that was ignored).
@@ -67,6 +75,8 @@ class Verdict:
     workspace: int | None = None
     predicted_ms: float | None = None
     wti_source: str = ""
+    source: str = ""
+    system_db: str = ""
     measured_ms: float | None = None
     raw_wti: float | None = None
     perf_config: str | None = None

@@ -1,0 +1,248 @@
+"""``wticonv db``: databases that travel (export, import) and the system databases.
+
+The files are in the ``wticonv-db`` format (:mod:`wticonv.db.transfer`, docs/fleet.md):
+JSON lines, a header, then one record a line, sorted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from wticonv.cli.commands import _emit_json, _json_option, cli
+from wticonv.db.transfer import KINDS, is_pattern
+from wticonv.errors import DbFileError, WticonvError
+
+_DEVICE_HELP = ("Only this device's records (repeatable): gpu, cpu or P:D as `wticonv "
+                "devices` lists them, or a device key or pattern (platform|name|driver "
+                "version, * for any text).")
+
+
+@cli.group("db")
+def db_group() -> None:
+    """Export and import the find-db, perf-db and calibration as text files (the
+    wticonv-db format: JSON lines, a header line, then one record a line, sorted); list
+    the system databases that installed distributions ship.
+
+    \b
+      wticonv db export my.jsonl                 every record of the cache
+      wticonv db export - --device gpu --kind find-db | less
+      wticonv db import my.jsonl                 all or nothing: a bad record stops it
+      wticonv db import my.jsonl --skip-bad      import the good records, report the bad
+      wticonv db system                          system databases and what they serve here
+    """
+
+
+def _device_keys(specs: tuple[str, ...], store) -> list[str] | None:
+    """``--device`` values as device keys or patterns (None: no filter). A device key or
+    pattern is taken as it is; ``gpu``, ``cpu`` and ``P:D`` name a device of this machine
+    (opened as every command does, so that ``cpu`` means the same device)."""
+    if not specs:
+        return None
+    from wticonv.runtime.device import select_device
+
+    return [s if "|" in s or is_pattern(s) else select_device(s, store).key for s in specs]
+
+
+def _counts(counts: dict) -> str:
+    parts = [f"{k} {n}" for k, n in counts.items() if n]
+    return ", ".join(parts) or "none"
+
+
+@db_group.command("export")
+@click.argument("file", metavar="FILE")
+@click.option("--device", "devices", multiple=True, metavar="SPEC", help=_DEVICE_HELP)
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS),
+              help="Only records of this kind (repeatable; default: all). calibration: the "
+                   "factors, correction: the learned models; `wticonv calibrate` writes "
+                   "both.")
+@click.option("--match", default=None, metavar="PATTERN",
+              help="Write this device pattern as every record's device, for a system "
+                   "database serving several devices (docs/fleet.md); the records must be "
+                   "of one device.")
+@click.option("--comment", default=None, metavar="TEXT",
+              help="Keep TEXT in the header (e.g. the command that measured the records).")
+@_json_option
+def export_command(file, devices, kinds, match, comment, as_json) -> int:
+    """Write the cache's records to FILE ('-': standard output).
+
+    One header line (format, version, wticonv version, date, devices), then one record a
+    line, sorted by kind, device, problem and solver, so that two exports diff well.
+    Without --device, every device's records. An existing FILE is replaced whole, once
+    the export is complete.
+    """
+    from wticonv.db.store import Store
+    from wticonv.db.transfer import export_db
+
+    if as_json and file == "-":
+        raise click.UsageError("--json prints a summary on standard output, where FILE '-' "
+                               "writes the records: give a file name")
+    if not file:
+        raise click.BadParameter("an empty file name", param_hint="FILE")
+    store = Store()
+    keys = _device_keys(devices, store)
+    try:
+        summary = export_db(store, file, keys, kinds or None, match, comment)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--match") from None
+    except OSError as e:
+        raise click.ClickException(f"FILE {file!r} could not be written: "
+                                   f"{e.strerror or e}") from None
+    total = sum(summary["records"].values())
+    if as_json:
+        _emit_json(dict(summary, file=file))
+        return 0
+    say = sys.stderr if file == "-" else sys.stdout
+    print(f"exported {total} record(s) ({_counts(summary['records'])}) of "
+          f"{len(summary['devices'])} device(s) to {file}", file=say)
+    if not total:
+        print("wticonv: note: nothing to export" + (" for --device "
+              + ", ".join(devices) if devices else "") + ": `wticonv cache` counts what the "
+              "cache holds", file=sys.stderr)
+    return 0
+
+
+@db_group.command("import")
+@click.argument("file", metavar="FILE")
+@click.option("--device", "devices", multiple=True, metavar="SPEC", help=_DEVICE_HELP)
+@click.option("--skip-bad", is_flag=True,
+              help="Import the good records of a file that has bad ones (each bad one is "
+                   "reported); without it, a bad record imports nothing.")
+@click.option("--check", is_flag=True, help="Check every record; import nothing.")
+@_json_option
+def import_command(file, devices, skip_bad, check, as_json) -> int:
+    """Import the records of FILE ('-': standard input) into the cache.
+
+    Every record is checked: its fields and numbers, its problem key, and that its solver
+    is installed in the version that measured it (records of another version are never
+    used). Each bad record is reported with its line, what is wrong and how to fix it, and
+    the file imports nothing (exit status 2) unless --skip-bad. The good records go in in
+    one transaction. A record replaces what the command that measures it would: a
+    problem's find-db records on its device, one perf-db record, a device's whole
+    calibration.
+    """
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.db.store import Store
+    from wticonv.db.transfer import import_db
+
+    registry = SolverRegistry()
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    store = Store()
+    keys = _device_keys(devices, store)
+    try:
+        result = import_db(store, file, versions, keys, skip_bad, check)
+    except DbFileError as e:
+        return _refused(e, as_json)
+    total = sum(result["records"].values())
+    absent = _absent_devices(result["devices"])
+    if as_json:
+        _emit_json({"file": file, "written": result["written"], "check": check,
+                    "records": result["records"], "devices": result["devices"],
+                    "skipped_devices": result["skipped"],
+                    "bad": [{"line": b.line, "error": b.error} for b in result["bad"]],
+                    "not_on_this_machine": absent})
+        return 0
+    for b in result["bad"]:
+        print(f"wticonv: warning: {file}:{b.line}: {b.error} (skipped)", file=sys.stderr)
+    verb = "checked" if check else "imported"
+    click.echo(f"{verb} {total} record(s) ({_counts(result['records'])}) of "
+               f"{len(result['devices'])} device(s) from {file}"
+               + (f"; {len(result['bad'])} bad record(s) skipped" if result["bad"] else "")
+               + (f"; {result['skipped']} record(s) of other devices left out"
+                  if result["skipped"] else "")
+               + ("; nothing written (--check)" if check else ""))
+    for key in absent:
+        print(f"wticonv: note: {key} is not a device of this machine (or not with this "
+              "driver version): its records are kept, and used only where it is",
+              file=sys.stderr)
+    return 0
+
+
+def _refused(e: DbFileError, as_json: bool) -> int:
+    """Report a file that imported nothing: each bad line, then what to do; status 2."""
+    if as_json:
+        _emit_json({"file": e.path, "written": False, "good": e.good,
+                    "bad": [{"line": b.line, "error": b.error} for b in e.bad],
+                    "error": str(e).splitlines()[0]})
+        return 2
+    if len(e.bad) == 1 and not e.good and str(e).count("\n") == 0:
+        print(f"wticonv: error: {e}", file=sys.stderr)       # the file itself is unusable
+        return 2
+    for b in e.bad:
+        print(f"wticonv: error: {e.path}:{b.line}: {b.error}", file=sys.stderr)
+    print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: nothing imported; fix "
+          f"or remove them, or pass --skip-bad to import the {e.good} good one(s)",
+          file=sys.stderr)
+    return 2
+
+
+def _absent_devices(keys: list[str]) -> list[str]:
+    """The device keys among ``keys`` that are not an OpenCL device of this machine."""
+    from wticonv.runtime.discovery import list_devices
+
+    try:
+        here = {info.key for info, _ in list_devices()}
+    except WticonvError:
+        here = set()
+    return [k for k in keys if k not in here]
+
+
+@db_group.command("system")
+@_json_option
+def system_command(as_json) -> int:
+    """List the system databases (read-only records that installed distributions ship
+    through the entry-point group wticonv.system_db, or WTICONV_SYSTEM_DB's files) and
+    which serve this machine's devices.
+
+    A system database's records are used where the cache holds none of its own: a
+    device's calibration, a problem's find-db records, a perf-db record. `wticonv
+    explain` names the source of each ranking.
+    """
+    import os
+
+    from wticonv.db.store import Store
+    from wticonv.db.system import ENV, system_databases
+    from wticonv.runtime.discovery import list_devices
+
+    dbs = system_databases()
+    rows = [{"name": d.name, "error": d.error, "bad": len(d.bad),
+             "records": {k: sum(r.kind == k for r in d.records) for k in KINDS},
+             "devices": d.devices, "measured_on": d.header.get("measured_on", []),
+             "comment": d.header.get("comment", ""), "created": d.header.get("created", "")}
+            for d in dbs.databases]
+    store = Store()
+    try:
+        listed = [info for info, _ in list_devices()]
+    except WticonvError:
+        listed = []
+    here = []
+    for info in listed:
+        view = dbs.view(info.key)
+        own = bool(store.get_calibration(info.key) or store.get_correction(info.key))
+        here.append({"device": info.index, "name": info.name, "key": info.key,
+                     "calibration": view.calibration_source, "own_calibration": own,
+                     "find_db_problems": len(view.find), "perf_db_records": len(view.perf)})
+    source = (f"{ENV}={os.environ[ENV]!r}" if ENV in os.environ
+              else "entry points of wticonv.system_db")
+    if as_json:
+        _emit_json({"source": source, "databases": rows, "devices": here})
+        return 0
+    click.echo(f"system databases ({source}): {len(rows) or 'none'}")
+    for r in rows:
+        state = (f"cannot be used: {r['error']}" if r["error"] else
+                 f"{sum(r['records'].values())} record(s) ({_counts(r['records'])})"
+                 + (f", {r['bad']} bad ones ignored" if r["bad"] else ""))
+        click.echo(f"  {r['name']}: {state}")
+        for dev in r["devices"]:
+            click.echo(f"    for {dev}")
+        if r["comment"]:
+            click.echo(f"    made by: {r['comment']}")
+    for h in here:
+        cal = h["calibration"]
+        what = ("calibration: " + (f"{cal}" + (" (yours overrides it)" if h["own_calibration"]
+                                               else " (used)") if cal else "none"))
+        click.echo(f"{h['device']} {h['name']!r}: {what}; find-db records of "
+                   f"{h['find_db_problems']} problem(s), {h['perf_db_records']} perf-db "
+                   "record(s)")
+    return 0

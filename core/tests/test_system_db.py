@@ -1,0 +1,328 @@
+"""System databases (wticonv.db.system): found through entry points or WTICONV_SYSTEM_DB,
+used by selection where the user's store has no records of its own, overridden by the
+user's, named by explain, and never fatal when broken.
+
+Selection runs on small Python solvers and a stand-in device with a temporary store:
+nothing is compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from wticonv import ConvProblem, hookimpl
+from wticonv.contract.registry import SolverRegistry
+from wticonv.db.store import Store
+from wticonv.db.system import ENV, reset_system_databases, system_databases
+from wticonv.db.transfer import FORMAT, Record, format_db
+from wticonv.selection.ranking import select
+from wticonv.testing.launches import RecordingDevice
+
+P = ConvProblem(n=2, c=16, h=14, w=14, k=32, r=3, s=3, pad_h=1, pad_w=1)
+OTHER = P.with_batch(4)
+
+
+class Fake:
+    def __init__(self, sid, wti, configs=None):
+        self.solver_id, self._wti, self.configs = sid, wti, configs
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        return True
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem, device, perf_config):
+        return self._wti * (2.0 if perf_config == "fast" else 1.0)
+
+    @hookimpl
+    def workspace_size(self, problem, device):
+        return 0
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        return None
+
+
+class Tunable(Fake):
+    @hookimpl
+    def perf_configs(self, problem, device, workspace_limit):
+        return self.configs
+
+
+def registry():
+    reg = SolverRegistry(load_entry_points=False, trace=False)
+    reg.register(Fake("a.fast", 0.5), version="1.0")
+    reg.register(Fake("b.slow", 0.1), version="1.0")
+    reg.register(Tunable("c.tuned", 0.05, ["fast", "slow"]), version="2.0")
+    return reg
+
+
+@pytest.fixture
+def device(tmp_path):
+    dev = RecordingDevice("cpu")
+    dev.store = Store(tmp_path / "user")
+    return dev
+
+
+@pytest.fixture
+def system(tmp_path, monkeypatch):
+    """``system(*records, name=...)`` writes a system database file and makes it the only
+    one (WTICONV_SYSTEM_DB); returns its path."""
+    paths = []
+
+    def make(*records, name="sys.jsonl", lines=None):
+        path = tmp_path / name
+        path.write_text("\n".join(lines if lines is not None else format_db(records)) + "\n")
+        paths.append(str(path))
+        monkeypatch.setenv(ENV, ":".join(paths))
+        return path
+
+    yield make
+    reset_system_databases()
+
+
+def rec(kind, device, solver, values, problem=None, direction=None, version="1.0"):
+    return Record(kind, device, problem, solver, direction, version, values)
+
+
+KEY = RecordingDevice("cpu").key                    # "wticonv recording|recording cpu|0"
+PATTERN = "wticonv recording|recording *|0"
+
+
+def cal(solver, factor, device=PATTERN, version="1.0"):
+    return rec("calibration", device, solver, {"factor": factor, "probes": 5},
+               version=version)
+
+
+def find(solver, ms, problem=P, device=PATTERN, version="1.0"):
+    return rec("find-db", device, solver, {"workspace": 0, "time_ms": ms, "runs": 3,
+                                           "capped": False}, problem.key, version=version)
+
+
+def verdict(sel, sid):
+    return next(v for v in sel.verdicts if v.solver_id == sid)
+
+
+def test_system_calibration_serves_a_device_the_user_has_not_calibrated(device, system):
+    path = system(cal("b.slow", 10.0))          # b.slow: 10x faster than its model says
+    sel = select(registry(), P, device)
+    slow = verdict(sel, "b.slow")
+    assert sel.solver_id == "b.slow" and slow.wti == pytest.approx(1.0)
+    assert slow.raw_wti == 0.1 and slow.wti_source == "calibrated"
+    assert slow.source == "system calibration" and slow.system_db == str(path)
+    assert verdict(sel, "a.fast").source == "model"           # no factor for it
+
+
+def test_the_users_own_calibration_overrides_the_system_one(device, system):
+    system(cal("b.slow", 10.0))
+    device.store.put_calibration(device.key, [("a.fast", "1.0", 0.5, 9)])
+    sel = select(registry(), P, device)
+    fast, slow = verdict(sel, "a.fast"), verdict(sel, "b.slow")
+    assert fast.source == "user calibration" and fast.wti == pytest.approx(0.25)
+    assert slow.source == "model" and slow.raw_wti is None     # never mixed with the system's
+    assert sel.solver_id == "a.fast"
+
+
+def test_system_find_db_ranks_a_problem_the_user_has_not_measured(device, system):
+    system(find("b.slow", 0.01), find("a.fast", 0.5))
+    sel = select(registry(), P, device)
+    assert sel.solver_id == "b.slow" and sel.chosen.measured_ms == 0.01
+    assert sel.chosen.source == "system find-db" and sel.chosen.wti_source == "find-db"
+    # the user's own records of the problem replace the system's (never mixed in)
+    device.store.put_find_records(device.key, P.key, [("a.fast", "1.0", 0, 0.001, 3, 0)])
+    sel = select(registry(), P, device)
+    assert sel.solver_id == "a.fast" and sel.chosen.source == "user find-db"
+    assert verdict(sel, "b.slow").measured_ms is None
+    assert select(registry(), OTHER, device).chosen.source == "model"    # none for OTHER
+
+
+def test_system_perf_db_gives_a_tunable_solver_its_config(device, system):
+    perf = rec("perf-db", PATTERN, "c.tuned", {"perf_config": "fast", "time_ms": 1.0,
+                                               "default_ms": 2.0}, P.key, version="2.0")
+    system(perf)
+    v = verdict(select(registry(), P, device), "c.tuned")
+    assert v.perf_config == "fast" and v.perf_source == "system perf-db" and v.wti == 0.1
+    device.store.put_perf_record(device.key, P.key, "c.tuned", "2.0", "slow", 1.5, 2.0)
+    v = verdict(select(registry(), P, device), "c.tuned")
+    assert v.perf_config == "slow" and v.perf_source == "perf-db"
+
+
+def test_stale_and_foreign_system_records_are_not_used(device, system):
+    system(cal("b.slow", 10.0, version="0.9"),
+           find("b.slow", 0.01, version="0.9"),
+           rec("perf-db", PATTERN, "c.tuned", {"perf_config": "gone", "time_ms": 1.0,
+                                               "default_ms": 2.0}, P.key, version="2.0"),
+           cal("a.fast", 0.01, device="NVIDIA CUDA|NVIDIA H200|*"))
+    sel = select(registry(), P, device)
+    slow, tuned = verdict(sel, "b.slow"), verdict(sel, "c.tuned")
+    assert sel.solver_id == "a.fast" and verdict(sel, "a.fast").wti == 0.5   # not the GPU's
+    assert slow.source == "model" and slow.measured_ms is None and slow.raw_wti is None
+    assert "system find-db record stale (solver version 0.9)" in slow.note
+    assert tuned.perf_source == "default" and "not offered here" in tuned.note
+
+
+def test_the_most_specific_device_wins(device, system):
+    system(cal("b.slow", 10.0, device="wticonv recording|*|*"), cal("b.slow", 3.0),
+           cal("b.slow", 2.0, device=KEY))
+    assert verdict(select(registry(), P, device), "b.slow").wti == pytest.approx(0.2)
+    system(cal("b.slow", 7.0, device="wticonv recording|recording cpu|?"), name="two.jsonl")
+    view = system_databases().view(KEY)
+    assert view.calibration == {"b.slow": ("1.0", 2.0)}          # exact key over patterns
+    assert system_databases().view("wticonv recording|recording gpu|0").calibration == \
+        {"b.slow": ("1.0", 3.0)}
+
+
+def test_a_learned_correction_travels_with_its_calibration(device, system):
+    from wticonv.selection.correction import FEATURES
+
+    coefs = [0.0] * len(FEATURES)
+    coefs[0] = -2.0                     # log(measured / predicted) = -2: e^2 faster
+    model = rec("correction", PATTERN, "b.slow", {"features": list(FEATURES),
+                                                  "model": coefs, "runs": 40})
+    system(model)
+    slow = verdict(select(registry(), P, device), "b.slow")
+    assert slow.wti == pytest.approx(0.1 * 2.718281828 ** 2, rel=1e-6)
+    assert slow.source == "system calibration"
+
+
+def test_a_broken_system_database_warns_once_and_selection_goes_on(device, system):
+    good = json.loads(format_db([cal("b.slow", 10.0)])[1])
+    system(lines=[json.dumps({"format": FORMAT, "version": 1}), json.dumps(good),
+                  '{"kind": "calibration", "oops"', json.dumps(dict(good, solver="A"))],
+           name="bad-records.jsonl")
+    system(lines=['{"format": "wticonv-db", "version": 7}'], name="future.jsonl")
+    system(lines=["\x00\x01 not json"], name="garbage.jsonl")
+    system(lines=[], name="placeholder.jsonl").unlink()          # a file that went away
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        sel = select(registry(), P, device)
+        select(registry(), OTHER, device)
+    messages = [str(w.message) for w in seen]
+    assert len(messages) == 4, messages                           # one per broken file
+    bad = next(m for m in messages if "bad-records.jsonl" in m)
+    assert "has 2 bad record(s), ignored (first: line 3: not valid JSON" in bad
+    assert "its 1 good one(s) are used" in bad
+    assert any("future.jsonl cannot be used" in m and "upgrade wticonv" in m
+               for m in messages)
+    assert any("garbage.jsonl cannot be used" in m for m in messages)
+    assert any("placeholder.jsonl cannot be used" in m and "cannot read" in m
+               for m in messages)
+    assert sel.solver_id == "b.slow"                 # the good record still serves
+    assert verdict(sel, "b.slow").source == "system calibration"
+
+
+def _distribution(root, dist, package, files, entry):
+    """An installed distribution with a ``wticonv.system_db`` entry point."""
+    pkg = root / package
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, lines in files.items():
+        (pkg / name).write_text("\n".join(lines) + "\n")
+    info = root / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[wticonv.system_db]\n{entry}\n")
+
+
+def test_system_databases_are_found_through_entry_points(tmp_path, monkeypatch, device):
+    _distribution(tmp_path, "acme-db", "acme_db",
+                  {"cpu.jsonl": format_db([cal("b.slow", 10.0)]), "notes.txt": ["x"]},
+                  "main = acme_db")
+    _distribution(tmp_path, "broken-db", "broken_db", {}, "main = broken_db.missing:thing")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(ENV)
+    reset_system_databases()
+    try:
+        with pytest.warns(UserWarning, match=r"broken-db 1.0 \(entry point main = "
+                                             r"broken_db.missing:thing\) cannot be used"):
+            dbs = system_databases()
+        names = [d.name for d in dbs.databases]
+        assert "acme-db 1.0: cpu.jsonl" in names                    # not notes.txt
+        assert not any("notes" in n for n in names)
+        slow = verdict(select(registry(), P, device), "b.slow")
+        assert slow.source == "system calibration"
+        assert slow.system_db == "acme-db 1.0: cpu.jsonl"
+    finally:
+        reset_system_databases()
+
+
+def test_no_system_database_when_the_variable_is_empty(device, monkeypatch):
+    monkeypatch.setenv(ENV, "")
+    reset_system_databases()
+    assert system_databases().databases == []
+    assert select(registry(), P, device).chosen.source == "model"
+
+
+def test_the_shipped_distribution_reads_clean(monkeypatch):
+    """wticonv-sysdb (plugins/sysdb), where installed: every file reads without a bad
+    record, and its records serve the device they were measured on."""
+    import importlib_metadata
+
+    if not any(ep.value == "wticonv_sysdb" for ep in
+               importlib_metadata.entry_points(group="wticonv.system_db")):
+        pytest.skip("wticonv-sysdb is not installed")
+    monkeypatch.delenv(ENV)
+    reset_system_databases()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            dbs = [d for d in system_databases().databases if "wticonv-sysdb" in d.name]
+        assert dbs
+        for db in dbs:
+            assert not db.error and not db.bad and db.records, db.name
+            assert db.header["comment"].startswith("tools/make_system_db.py")
+            kinds = {r.kind for r in db.records}
+            assert {"calibration", "correction"} <= kinds
+            for measured in db.header.get("measured_on", []):
+                assert system_databases().view(measured).calibration_source == db.name
+    finally:
+        reset_system_databases()
+
+
+def test_explain_names_the_system_source(handle, tmp_path, monkeypatch, capsys, system):
+    """`wticonv explain` (table and --json) on the real device, with a system calibration
+    for it and an empty cache (its figures copied: nothing is measured)."""
+    from wticonv.cli import main
+    from wticonv.runtime.device import list_devices
+
+    cache = Store(tmp_path / "cache")
+    cache.copy_device_records(handle.device.store, [i.key for i, _ in list_devices()])
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path / "cache"))
+    version = handle.registry.solvers["direct.naive"].version
+    path = system(cal("direct.naive", 1e4, device=handle.device.key, version=version))
+    key = "8-9-9-3x3-4-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-F"
+    assert main(["explain", key, "--json", "--device", handle.device.info.index]) == 0
+    chosen = json.loads(capsys.readouterr().out)["selections"][0]
+    naive = next(v for v in chosen["solvers"] if v["solver_id"] == "direct.naive")
+    assert chosen["chosen"] == "direct.naive" and naive["source"] == "system calibration"
+    assert naive["system_db"] == str(path)
+    assert main(["explain", key, "--device", handle.device.info.index]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "system calibration" in out and f"the system database {path}" in out
+
+
+def test_db_system_lists_the_databases_and_what_they_serve_here(handle, capsys, system):
+    from wticonv.cli import main
+
+    version = handle.registry.solvers["direct.naive"].version
+    path = system(cal("direct.naive", 2.0, device=handle.device.key, version=version),
+                  find("direct.naive", 1.0, device="Other|device|1", version=version))
+    assert main(["db", "system", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["source"] == f"{ENV}={str(path)!r}"
+    db = data["databases"][0]
+    assert db["name"] == str(path) and db["error"] == "" and db["bad"] == 0
+    assert db["records"]["calibration"] == 1 and db["records"]["find-db"] == 1
+    assert db["devices"] == sorted([handle.device.key, "Other|device|1"])
+    here = next(d for d in data["devices"] if d["key"] == handle.device.key)
+    assert here["calibration"] == str(path) and here["find_db_problems"] == 0
+    assert main(["db", "system"]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: 2 record(s) (find-db 1, calibration 1)" in out
+    assert f"calibration: {path}" in out

@@ -1,0 +1,138 @@
+"""Make a system database for one device: calibrate it, then export the calibration into
+the wticonv-sysdb distribution (plugins/sysdb), where `make setup` installs it.
+
+    .venv/bin/python tools/make_system_db.py cpu            # this machine's PoCL CPU
+    .venv/bin/python tools/make_system_db.py gpu            # e.g. the H200
+    git add plugins/sysdb/src/wticonv_sysdb/*.jsonl && git commit
+
+It runs, with a fresh temporary cache (so that the file holds this calibration alone, and
+your own cache is left as it is; --cache DIR uses that one instead):
+
+    wticonv calibrate --device DEVICE [--budget-s S]
+    wticonv db export plugins/sysdb/src/wticonv_sysdb/NAME.jsonl --device DEVICE \\
+        --kind calibration --kind correction [--match PATTERN] --comment "..."
+
+NAME and PATTERN default by device: a PoCL CPU device gives ``pocl-<LLVM target>-<driver>``
+and the pattern ``<platform>|<driver>-<LLVM target>-*|<driver version>`` (every CPU model
+that PoCL compiles for the same target, under the same PoCL version: docs/fleet.md says
+why, with the replayed figures); any other device its name (``nvidia-h200``) and its exact
+device key (the same device name and driver version only). The header's comment records
+both commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT_DIR = REPO / "plugins" / "sysdb" / "src" / "wticonv_sysdb"
+POCL = "Portable Computing Language"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def _device(spec: str, env: dict) -> dict:
+    """The device ``spec`` names on this machine (its JSON row of `wticonv devices`)."""
+    code = ("import json, sys; from wticonv.runtime.device import select_device; "
+            "d = select_device(sys.argv[1]); i = d.info; print(json.dumps({'key': i.key, "
+            "'name': i.name, 'platform': i.platform, 'driver': i.driver_version, "
+            "'kind': i.kind}))")
+    out = subprocess.run([sys.executable, "-c", code, spec], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def cpu_model() -> str | None:
+    """This machine's CPU model name (/proc/cpuinfo), which PoCL ends its device names
+    with; None where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def defaults(dev: dict, model: str | None = None) -> tuple[str, str | None]:
+    """``(file name without .jsonl, device pattern or None)`` for a device row.
+
+    PoCL names a CPU device ``<driver>-<LLVM CPU target>-<CPU model name>`` (e.g.
+    ``pthread-skylake-avx512-Intel(R) Xeon(R) Processor``): the pattern keeps the driver
+    and the target, which decide the code PoCL compiles, and lets the model go
+    (``pthread-skylake-avx512-*``). Where the model cannot be told apart, the driver
+    prefix alone (``pthread-*``), with a warning."""
+    if dev["platform"] == POCL and dev["kind"] == "cpu":
+        name, driver = dev["name"], dev["driver"]
+        if model and name.endswith("-" + model) and len(name) > len(model) + 1:
+            target = name[:-len(model)]                        # "pthread-skylake-avx512-"
+            slug = _slug(target.split("-", 1)[1]) if "-" in target[:-1] else "cpu"
+            return f"pocl-{slug}-{_slug(driver)}", f"{POCL}|{target}*|{driver}"
+        print(f"make_system_db: warning: cannot tell the CPU model from the device name "
+              f"{name!r}: the pattern serves every CPU of this PoCL driver; give a narrower "
+              "--match", file=sys.stderr)
+        prefix = name.split("-", 1)[0]
+        return f"pocl-cpu-{_slug(driver)}", f"{POCL}|{prefix}-*|{driver}"
+    return _slug(dev["name"]), None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("device", help="gpu, cpu or P:D (as `wticonv devices` lists them)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="calibrate's budget (default: its own, 50 s on GPUs, 240 s on CPUs)")
+    ap.add_argument("--name", default=None, help="file name in plugins/sysdb, without .jsonl")
+    ap.add_argument("--match", default=None,
+                    help="device pattern the records serve (default: see above); "
+                         "'exact' for the device's own key")
+    ap.add_argument("--cache", default=None,
+                    help="use this cache directory (default: a fresh temporary one)")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="export the cache's calibration as it is (with --cache)")
+    args = ap.parse_args(argv)
+    if args.no_calibrate and not args.cache:
+        ap.error("--no-calibrate needs --cache: a fresh cache holds no calibration")
+    with tempfile.TemporaryDirectory(prefix="wticonv-sysdb-") as tmp:
+        env = dict(os.environ, WTICONV_CACHE_DIR=args.cache or tmp)
+        env.pop("WTICONV_SYSTEM_DB", None)
+        dev = _device(args.device, env)
+        name, match = defaults(dev, cpu_model())
+        name = args.name or name
+        match = None if args.match == "exact" else (args.match or match)
+        wticonv = [sys.executable, "-m", "wticonv"]
+        calibrate = ["calibrate", "--device", args.device]
+        if args.budget_s:
+            calibrate += ["--budget-s", f"{args.budget_s:g}"]
+        out = OUT_DIR / f"{name}.jsonl"
+        export = ["db", "export", str(out.relative_to(REPO)), "--device", args.device,
+                  "--kind", "calibration", "--kind", "correction"]
+        if match:
+            export += ["--match", match]
+        comment = (f"tools/make_system_db.py {shlex.join(argv or sys.argv[1:])}: "
+                   + ("" if args.no_calibrate else f"wticonv {shlex.join(calibrate)}, then ")
+                   + f"wticonv {shlex.join(export)}, on {dev['key']}")
+        if not args.no_calibrate:
+            print("+ wticonv " + shlex.join(calibrate), file=sys.stderr)
+            subprocess.run(wticonv + calibrate, env=env, check=True, cwd=REPO)
+        print("+ wticonv " + shlex.join(export), file=sys.stderr)
+        subprocess.run(wticonv + export + ["--comment", comment], env=env, check=True,
+                       cwd=REPO)
+    print(f"wrote {out.relative_to(REPO)}; `make setup` has it installed (an editable "
+          "install reads it in place): check with `wticonv db system`, then commit it",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
