@@ -167,6 +167,19 @@ def test_the_kit_catches_broken_solvers(fake, failing, wticonv_handle):
         assert ok.ok and "failed as expected (known)" in str(ok)
 
 
+def test_a_solver_declining_everything_for_one_reason_is_told_why(wticonv_handle):
+    # e.g. a tensor-core solver on a CPU: still a failure (nothing was checked), with the
+    # reason and where to run the kit, not the advice to fix is_applicable alone
+    reg = SolverRegistry(load_entry_points=False)
+    reg.register(_DeclinesAll())
+    h = Handle(wticonv_handle.device, reg)
+    report = check_solver(_DeclinesAll.solver_id, h, checks=["wti"], raise_on_failure=False)
+    (result,) = report.results
+    assert not result.passed
+    assert "each with the reason 'nothing'" in result.message
+    assert "run the kit on a device it runs on" in result.message
+
+
 def test_the_kit_catches_builds_in_query_hooks(wticonv_handle):
     reg = SolverRegistry(load_entry_points=False)
     reg.register(_BuildsInQueries())

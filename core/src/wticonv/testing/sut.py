@@ -160,6 +160,14 @@ class SolverUnderTest:
         if self._accepted is None:
             self._accepted = [p for p in self.problems() if self.accepts(p)]
         if not self._accepted:
+            reasons = {self.query(p).reason for p in self.problems()}
+            if len(reasons) == 1 and (reason := reasons.pop()):
+                # one reason for everything: usually the device (tensor cores, a driver)
+                raise CheckFailure(
+                    f"{self.solver_id} declines all {len(self.corpus)} corpus problems in "
+                    f"every direction on {self.handle.device.info.name.strip()}, each with "
+                    f"the reason {reason!r}, so nothing could be checked here: run the "
+                    "kit on a device it runs on, or fix is_applicable if it should run here")
             raise CheckFailure(f"{self.solver_id} declines all {len(self.corpus)} corpus "
                                "problems in every direction, so nothing could be checked: "
                                "fix is_applicable, or give the kit problems it accepts "
