@@ -42,7 +42,7 @@ from wticonv.measuring.find import DEFAULT_ITERATIONS, DEFAULT_TIME_CAP_MS, find
 from wticonv.measuring.precompile import precompile_problems
 from wticonv.selection.ranking import select
 
-__all__ = ["Case", "evaluate", "summarize", "write_csv", "write_plot", "RULES"]
+__all__ = ["Case", "evaluate", "score", "summarize", "write_csv", "write_plot", "RULES"]
 
 #: The choice rules compared, in report order.
 RULES = ("fallback", "always GEMM", "lowest workspace")
@@ -136,21 +136,31 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
             warnings.warn(f"wticonv: no solver could run {p.key} ({why}); it is left out of "
                           "the evaluation", stacklevel=2)
             continue
-        model = select(handle.registry, p, handle.device, workspace_limit, measured=False,
-                       allow_tf32=handle.allow_tf32)
-        cands = model.candidates
-        best = min(measured, key=measured.get)
-        lowest = min(cands, key=lambda v: (v.workspace, v.rank)).solver_id if cands else None
-        case = Case(p, best, measured_ms=measured,
-                    predicted_ms={v.solver_id: v.predicted_ms for v in cands
-                                  if v.predicted_ms is not None}, count=weights[i])
-        case.chosen = {"fallback": model.solver_id, "always GEMM": _gemm(cands),
-                       "lowest workspace": lowest}
-        for rule, sid in case.chosen.items():
-            t = measured.get(sid) if sid is not None else None
-            case.slowdown[rule] = t / measured[best] if t is not None else None
-        cases.append(case)
+        cases.append(score(handle, p, measured, workspace_limit, weights[i]))
     return cases
+
+
+def score(handle, problem, measured: dict, workspace_limit: int | None = None,
+          count=1) -> Case:
+    """The :class:`Case` of ``problem`` from its ``measured`` times (solver id -> ms, at
+    least one): what each rule chooses on ``handle``'s device (the fallback by the WTI
+    models alone, find-db records ignored) and its slowdown. :func:`evaluate` scores each
+    problem with it, and so does a fleet (:mod:`wticonv.fleet`) on its workers, so that
+    the same measurements give the same case."""
+    model = select(handle.registry, problem, handle.device, workspace_limit, measured=False,
+                   allow_tf32=handle.allow_tf32)
+    cands = model.candidates
+    best = min(measured, key=measured.get)
+    lowest = min(cands, key=lambda v: (v.workspace, v.rank)).solver_id if cands else None
+    case = Case(problem, best, measured_ms=dict(measured),
+                predicted_ms={v.solver_id: v.predicted_ms for v in cands
+                              if v.predicted_ms is not None}, count=count)
+    case.chosen = {"fallback": model.solver_id, "always GEMM": _gemm(cands),
+                   "lowest workspace": lowest}
+    for rule, sid in case.chosen.items():
+        t = measured.get(sid) if sid is not None else None
+        case.slowdown[rule] = t / measured[best] if t is not None else None
+    return case
 
 
 def summarize(cases) -> dict:
