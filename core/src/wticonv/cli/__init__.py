@@ -16,6 +16,7 @@ import warnings
 import click
 
 from wticonv.cli import (
+    fleet,  # noqa: F401 - registers worker
     measuring,  # noqa: F401 - registers find, tune, evaluate, calibrate
     networks,  # noqa: F401 - registers networks
     plugins,  # noqa: F401 - registers plugins, check, install, uninstall
@@ -23,6 +24,7 @@ from wticonv.cli import (
 from wticonv.cli.commands import cli
 from wticonv.errors import (
     DeviceError,
+    FleetError,
     NetworkError,
     ProblemError,
     SolverNotFoundError,
@@ -37,7 +39,7 @@ __all__ = ["main", "cli"]
 #: Errors that mean "what you typed (or set: WTICONV_DEVICE, WTICONV_CACHE_DIR) is
 #: wrong": exit status 2.
 _USAGE_ERRORS = (ProblemError, TensorError, NetworkError, DeviceError, SolverNotFoundError,
-                 StoreError)
+                 StoreError, FleetError)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

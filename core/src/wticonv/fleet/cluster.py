@@ -56,6 +56,10 @@ class Fleet:
     allowed_failures : int
         A local cluster's scheduler fails a task once more than this many workers died
         running it.
+    workers_per_device : int
+        Workers a local cluster starts per device. More than 1 times two tasks on one
+        device at once, each disturbing the other's times: it is for testing the fleet
+        (a task retried on another worker), not for measuring.
 
     Raises
     ------
@@ -66,7 +70,7 @@ class Fleet:
     """
 
     def __init__(self, cluster=None, devices: str | None = None,
-                 allowed_failures: int = 1) -> None:
+                 allowed_failures: int = 1, workers_per_device: int = 1) -> None:
         distributed = require_distributed()
         self.local = None
         self._own_client = True
@@ -74,7 +78,7 @@ class Fleet:
         if isinstance(cluster, distributed.Client):
             self.client, self._own_client = cluster, False
         elif cluster is None or cluster == "local":
-            self._start_local(distributed, devices, allowed_failures)
+            self._start_local(distributed, devices, allowed_failures, workers_per_device)
         elif isinstance(cluster, str):
             if ":" not in cluster or (devices and ":" in devices):
                 raise FleetError(f"{cluster!r} is not a scheduler address (tcp://HOST:PORT)"
@@ -91,22 +95,23 @@ class Fleet:
             raise FleetError(f"cluster={cluster!r:.60} is not a scheduler address, 'local', "
                              "None or a distributed.Client")
 
-    def _start_local(self, distributed, devices, allowed_failures) -> None:
+    def _start_local(self, distributed, devices, allowed_failures, per_device) -> None:
         targets = local_targets(devices)
         cluster = distributed.LocalCluster(
             n_workers=0, processes=True, threads_per_worker=1, dashboard_address=None,
             scheduler_kwargs={"allowed_failures": allowed_failures})
         try:
             for t in targets:
-                spec = {"cls": distributed.Nanny,
+                for k in range(per_device):
+                    name = f"{t.kind}-{t.index}".replace(":", ".") + (f"-{k}" if k else "")
+                    cluster.worker_spec[name] = {
+                        "cls": distributed.Nanny,
                         "options": {**cluster.new_spec["options"], "nthreads": 1,
-                                    "name": f"{t.kind}-{t.index}".replace(":", "."),
-                                    "resources": {t.resource: 1}, "memory_limit": 0,
-                                    "env": {"WTICONV_DEVICE": t.index}}}
-                cluster.worker_spec[spec["options"]["name"]] = spec
+                                    "name": name, "resources": {t.resource: 1},
+                                    "memory_limit": 0, "env": {"WTICONV_DEVICE": t.index}}}
             cluster.scale(len(cluster.worker_spec))
             self.client = distributed.Client(cluster)
-            self.client.wait_for_workers(len(targets), timeout=START_TIMEOUT_S)
+            self.client.wait_for_workers(len(cluster.worker_spec), timeout=START_TIMEOUT_S)
         except BaseException:
             cluster.close()
             raise

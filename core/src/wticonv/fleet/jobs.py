@@ -94,10 +94,10 @@ class _Run:
         self.own = self.fleet is not cluster
         self.task_fn = None
 
-    def task(self, resource, job, label, **spec) -> Task:
+    def task(self, resource, job, label, not_after=None, **spec) -> Task:
         tid = f"wticonv-{job}-{uuid.uuid4().hex[:12]}"
         return Task(tid, resource, {**self.base, **spec, "job": job, "resource": resource,
-                                    "id": tid}, label, self.task_fn)
+                                    "id": tid}, label, self.task_fn, not_after)
 
     def run(self, tasks, on_result) -> None:
         def merged(task, value):
@@ -122,7 +122,21 @@ class _Run:
             self.report.devices.setdefault(task.resource, dev)
 
         self.run([self.task(t.resource, "describe", "describe") for t in targets], got)
+        figures = {}
+        for dev in self.report.devices.values():
+            figures[dev["key"]] = self.figures_of(dev)
+        self.base["figures"] = figures
         return self.report.devices
+
+    def figures_of(self, dev: dict) -> tuple:
+        """The caller's figures of a device, ``(peak, bandwidth, launch overhead)``: those
+        in its store, else the worker's (then stored, so every task and the next run
+        predict with the same)."""
+        key, store = dev["key"], self.store
+        if store.get_device_figures(key) is None:
+            store.put_device_figures(key, dev["peak_flops"], dev["bandwidth"])
+        overhead = store.put_launch_overhead(key, dev["launch_overhead_s"])  # first stays
+        return (*store.get_device_figures(key), overhead)
 
     def keys(self, resource) -> list[str]:
         return [self.report.devices[resource]["key"]]
@@ -334,7 +348,8 @@ def calibrate(cluster=None, devices=None, n: int | None = None, iterations: int 
             keys = [p.key for p in probe_problems(dev["kind"], PROBE_COUNT, n=n)]
             tasks += [run.task(res, "probes", f"probes {i + 1}-{i + len(chunk)}",
                                problems=chunk, iterations=iterations,
-                               time_cap_ms=time_cap_ms, deadline=deadline)
+                               time_cap_ms=time_cap_ms, deadline=deadline,
+                               not_after=deadline)
                       for i in range(0, len(keys), PROBE_CHUNK)
                       for chunk in [keys[i:i + PROBE_CHUNK]]]
         run.run(tasks, lambda task, value, dev: runs.setdefault(task.resource, []).extend(

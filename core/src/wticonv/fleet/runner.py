@@ -35,13 +35,16 @@ NO_WORKER_GRACE_S = 60.0
 class Task:
     """One unit of a fleet's work: ``fn(spec)`` run on a worker of ``resource``.
 
-    ``label`` names it in reports (its problem key, or how many probes)."""
+    ``label`` names it in reports (its problem key, or how many probes); a task not yet
+    submitted at ``not_after`` (``time.time()`` seconds) is dropped, as done with nothing
+    to merge (a calibration's probes past its budget)."""
 
     id: str
     resource: str
     spec: dict
     label: str
     fn: object = None
+    not_after: float | None = None
 
 
 @dataclass
@@ -80,6 +83,7 @@ class _Counts:
         self.done = dict.fromkeys(self.total, 0)
         self.failed = dict.fromkeys(self.total, 0)
         self.running: dict[str, set] = {r: set() for r in self.total}
+        self.changed = False
 
     def snapshot(self) -> dict:
         with self.lock:
@@ -129,8 +133,9 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
                     counts.running[prev.resource].discard(prev.id)
                 on_worker[msg.get("worker")] = task
                 counts.running[task.resource].add(task.id)
-        if progress is not None:
-            progress(counts.snapshot())
+                counts.changed = True
+        # progress is called from this thread only: this handler runs in the client's
+        # event loop, which an exception (a Ctrl-C) there would end
 
     by_id = {t.id: t for t in tasks}
     finished: set = set()
@@ -148,6 +153,10 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
             room = WINDOW * workers.get(res, 0) - busy
             while q and room > 0:
                 t = q.popleft()
+                if t.not_after is not None and time.time() > t.not_after:
+                    with counts.lock:
+                        counts.done[res] += 1
+                    continue
                 f = client.submit(t.fn or run_task, t.spec, key=t.id, pure=False,
                                   resources={res: 1}, retries=retries)
                 inflight[f] = (t, time.time())
@@ -201,7 +210,8 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
                     checked = time.monotonic()
                     _fail_unserved(workers, inflight, queues, missing_since, fail, client)
                 refill(workers)
-            if progress is not None and done:
+            if progress is not None and (done or counts.changed):
+                counts.changed = False
                 progress(counts.snapshot())
     except KeyboardInterrupt:
         report.interrupted = True

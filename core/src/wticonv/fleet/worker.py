@@ -3,10 +3,11 @@
 Each worker is a process of its own (a Dask worker, one thread) and keeps, for the rest
 of its life, one :class:`~wticonv.Handle` per device and solver set
 (:func:`worker_handle`): its program cache, and so its compiled kernels, serve every
-task the worker runs. The handle's store is the worker's own, ``fleet/<worker name>``
-in the cache directory (``WTICONV_CACHE_DIR`` of the worker's process), started with
-the machine's figures and probe verdicts of the device so that nothing is measured or
-probed again; what a task measures is returned as plain data (tuples, dicts, str) and
+task the worker runs. The handle's store is the worker's own, under ``fleet/<worker
+name>`` in the cache directory (``WTICONV_CACHE_DIR`` of the worker's process), started
+with the machine's probe verdicts of the device and the caller's figures of it (peak,
+bandwidth, launch overhead: every worker then predicts alike), so that nothing is
+measured or probed again; what a task measures is returned as plain data (tuples, dicts, str) and
 merged by the caller into its own store (:mod:`wticonv.fleet.merge`).
 
 A task that runs past its time limit (``spec["time_limit_s"]``) ends its worker's
@@ -79,29 +80,44 @@ def _device_for(resource: str):
                      "(`wticonv worker` does)")
 
 
-def worker_handle(resource: str, disabled=(), allow_tf32: bool = False):
+def worker_handle(resource: str, disabled=(), allow_tf32: bool = False, figures=None):
     """The worker's handle on its device for ``resource`` with the solvers of ``disabled``
     disabled, made on first use and kept for the worker's life (one program cache, so
-    every program is compiled once per worker)."""
-    key = (resource, tuple(sorted(disabled)))
+    every program is compiled once per worker).
+
+    ``figures`` (device key -> ``(peak FLOP/s, bandwidth bytes/s, launch overhead s)``,
+    the caller's) are the figures the handle's device predicts with, so that every worker
+    of a device ranks alike and as the caller would; without them, the machine's."""
+    info = _device_for(resource)
+    fig = tuple((figures or {}).get(info.key) or ())
+    key = (resource, tuple(sorted(disabled)), fig)
     with _LOCK:
         handle = _HANDLES.get(key)
         if handle is None:
-            handle = _HANDLES[key] = _open(resource, disabled)
+            handle = _HANDLES[key] = _open(info, disabled, fig)
     handle.allow_tf32 = allow_tf32
     return handle
 
 
-def _open(resource: str, disabled):
+def _open(info, disabled, figures: tuple):
+    """A handle on ``info``'s device in the worker's own store: ``fleet/<worker>/<figures
+    digest>`` in the cache directory (a store per set of figures: a store keeps the first
+    launch overhead it is given), holding the machine's probe verdicts and ``figures``."""
+    import hashlib
+
     from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
     from wticonv.handle import Handle
     from wticonv.runtime.device import select_device
 
-    info = _device_for(resource)
     home = Store()
-    own = Store(home.cache_dir / "fleet" / worker_slug(worker_name()))
+    tag = hashlib.sha256(repr(figures).encode()).hexdigest()[:10] if figures else "machine"
+    own = Store(home.cache_dir / "fleet" / worker_slug(worker_name()) / tag)
+    if figures:
+        own.put_launch_overhead(info.key, figures[2])
     own.copy_device_records(home, [info.key])
+    if figures:
+        own.put_device_figures(info.key, figures[0], figures[1])
     return Handle(select_device(info.index, own), SolverRegistry(disabled=list(disabled)))
 
 
@@ -154,13 +170,16 @@ def run_task(spec: dict) -> dict:
                                   "started": started})
     with _time_limit(spec.get("time_limit_s")):
         handle = worker_handle(spec["resource"], spec.get("disabled", ()),
-                               bool(spec.get("allow_tf32", False)))
+                               bool(spec.get("allow_tf32", False)), spec.get("figures"))
         jobs_worker.sync(handle, spec, _SYNCED)
         results = jobs_worker.JOBS[spec["job"]](handle, spec)
-    info = handle.device.info
+    info, dev = handle.device.info, handle.device
     return {"device": {"key": info.key, "kind": info.kind, "name": info.name,
                        "platform": info.platform, "driver": info.driver_version,
-                       "index": info.index},
+                       "index": info.index, "compute_units": info.compute_units,
+                       "vector_width": info.vector_width, "peak_flops": dev.peak_flops,
+                       "bandwidth": dev.bandwidth,
+                       "launch_overhead_s": dev.launch_overhead_s},
             "worker": worker_name(),
             "versions": {sid: e.version for sid, e in handle.registry.solvers.items()},
             "started": started, "ended": time.time(), "results": results}

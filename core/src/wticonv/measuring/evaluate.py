@@ -189,17 +189,19 @@ def summarize(cases) -> dict:
     return out
 
 
-def write_csv(cases, path, device=None) -> None:
+def write_csv(cases, path, device=None, append: bool = False) -> None:
     """One row per (problem, solver) measured: key, direction, solver, predicted and
     measured ms, whether the fallback chose it and it was the fastest, the problem's count
     (its weight in the time-weighted slowdown) and (when ``device`` is given) the device's
-    name and kind."""
+    name and kind. ``append`` adds the rows to the file without a header (a fleet writes
+    one file for several devices)."""
     dev = [device.info.name, device.kind] if device is not None else []
-    with open(path, "w", newline="") as f:
+    with open(path, "a" if append else "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms",
-                    "fallback_choice", "fastest", "count"]
-                   + (["device", "kind"] if dev else []))
+        if not append:
+            w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms",
+                        "fallback_choice", "fastest", "count"]
+                       + (["device", "kind"] if dev else []))
         for c in cases:
             for sid, t in sorted(c.measured_ms.items(), key=lambda kv: kv[1]):
                 pred = c.predicted_ms.get(sid)
