@@ -280,3 +280,14 @@ def test_tune_and_calibrate_merge_records_the_store_validates(fleet, few_solvers
     stored = store.get_calibration(key)
     assert set(stored) == set(factors)
     assert store.get_correction(key)
+
+
+def test_joining_a_scheduler_by_its_address(fleet, few_solvers, tmp_path, handle):
+    # what `--cluster tcp://HOST:PORT` does: the devices are the workers' resources
+    store = _caller_store(tmp_path, handle)
+    report = jobs.find(PROBLEMS[:1], fleet.client.scheduler.address, iterations=1,
+                       time_cap_ms=20, search=False, store=store)
+    assert report.failures == []
+    (res, dev), = report.devices.items()
+    assert res == device_resource("cpu", dev["name"]) and dev["kind"] == "cpu"
+    assert store.find_problem_keys(dev["key"]) == [PROBLEMS[0].key]

@@ -1,4 +1,4 @@
-"""Layer 8b, the fleet: find, tune, evaluate and calibrate across many devices, on Dask.
+"""Layer 9, the fleet: find, tune, evaluate and calibrate across many devices, on Dask.
 
 ``wticonv find|tune|evaluate|calibrate --cluster [ADDRESS]`` and the functions here
 split the work into tasks, one per device and problem, pinned to their device by Dask

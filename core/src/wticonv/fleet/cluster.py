@@ -124,7 +124,9 @@ class Fleet:
         if self.local is not None:
             return list({t.resource: t for t in self._targets}.values())
         seen: dict[str, Target] = {}
-        for w in self.client.scheduler_info(n_workers=-1)["workers"].values():
+        from wticonv.fleet.runner import scheduler_workers
+
+        for w in scheduler_workers(self.client).values():
             for res, n in (w.get("resources") or {}).items():
                 if not n or not res.startswith(RESOURCE_PREFIX):
                     continue

@@ -138,6 +138,17 @@ class _Run:
         overhead = store.put_launch_overhead(key, dev["launch_overhead_s"])  # first stays
         return (*store.get_device_figures(key), overhead)
 
+    def shared(self, data) -> tuple:
+        """``data`` sent once to every worker (``distributed.Client.scatter``: a learned
+        calibration is megabytes, too much to send with each task), and its digest (the
+        worker applies it once per change)."""
+        import hashlib
+        import json
+
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode())
+        return (self.fleet.client.scatter([data], broadcast=True, hash=False)[0],
+                digest.hexdigest())
+
     def keys(self, resource) -> list[str]:
         return [self.report.devices[resource]["key"]]
 
@@ -278,7 +289,7 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
         tasks = []
         for res in run.report.devices:
             keys = run.keys(res)
-            cal = _calibration_of(run.store, keys)
+            cal, digest = run.shared(_calibration_of(run.store, keys))
             perf = merge.perf_rows(run.store, keys, [p.key for p in problems])
             skipped = 0
             for p in problems:
@@ -289,6 +300,7 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
                 tasks.append(run.task(res, "evaluate", p.key, problems=[(p.key, measured)],
                                       iterations=iterations, time_cap_ms=time_cap_ms,
                                       workspace_limit=workspace_limit, calibration=cal,
+                                      calibration_digest=digest,
                                       perf=[r for r in perf if r[0] == p.key]))
             run.report.skipped[res] = skipped
 
@@ -352,8 +364,10 @@ def calibrate(cluster=None, devices=None, n: int | None = None, iterations: int 
                                not_after=deadline)
                       for i in range(0, len(keys), PROBE_CHUNK)
                       for chunk in [keys[i:i + PROBE_CHUNK]]]
-        run.run(tasks, lambda task, value, dev: runs.setdefault(task.resource, []).extend(
-            value["results"]))
+        def measured(task, value, dev):          # solvers this process has (the fit's)
+            runs.setdefault(task.resource, []).extend(
+                r for r in value["results"] if r[1] in run.versions)
+        run.run(tasks, measured)
         fits = [run.task(res, "fit", "fit", runs=rs) for res, rs in runs.items() if rs]
 
         def fitted(task, value, dev):

@@ -24,8 +24,8 @@ def sync(handle, spec: dict, synced: dict) -> None:
     version, perf config, ms, default ms)``, replacing the worker's rows of the task's
     problems) and calibration (``spec["calibration"]``: device key -> ``{"factors":
     [(solver, version, factor)], "models": [(solver, version, feature names, model)]}``,
-    applied when it changed since the last task; ``synced`` remembers) to the worker's
-    store."""
+    applied when its digest, ``spec["calibration_digest"]``, changed since the last task;
+    ``synced`` remembers) to the worker's store."""
     store, key = handle.device.store, handle.device.key
     changed = False
     if "perf" in spec:
@@ -37,10 +37,10 @@ def sync(handle, spec: dict, synced: dict) -> None:
             store.put_perf_record(key, pk, sid, ver, cfg, t, t0)
         changed = True
     if "calibration" in spec:
-        cal = (spec["calibration"] or {}).get(key) or {"factors": [], "models": []}
-        digest = hashlib.sha256(json.dumps(cal, sort_keys=True, default=str)
-                                .encode()).hexdigest()
+        digest = spec.get("calibration_digest") or hashlib.sha256(json.dumps(
+            spec["calibration"], sort_keys=True, default=str).encode()).hexdigest()
         if synced.get((id(store), key)) != digest:
+            cal = (spec["calibration"] or {}).get(key) or {"factors": [], "models": []}
             store.put_calibration(key, [(sid, ver, f, 1) for sid, ver, f in cal["factors"]])
             store.put_correction(key, [(sid, ver, names, model, 1)
                                        for sid, ver, names, model in cal["models"]])

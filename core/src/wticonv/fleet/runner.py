@@ -93,9 +93,17 @@ class _Counts:
                         - len(self.running[r])} for r in self.total}
 
 
+def scheduler_workers(client) -> dict:
+    """Every worker the scheduler knows: address -> its info (``resources``...)."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:            # distributed before 2025.4 lists every worker anyway
+        return client.scheduler_info()["workers"]
+
+
 def _workers_by_resource(client) -> dict[str, int]:
     out: dict[str, int] = {}
-    for w in client.scheduler_info(n_workers=-1)["workers"].values():
+    for w in scheduler_workers(client).values():
         for r, n in (w.get("resources") or {}).items():
             if n:
                 out[r] = out.get(r, 0) + 1
