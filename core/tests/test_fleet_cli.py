@@ -73,3 +73,52 @@ def test_worker_print_gives_dask_worker_lines_with_the_device_resource(capsys, h
     assert line.startswith(f"WTICONV_DEVICE={handle.device.info.index} dask worker "
                            "tcp://10.0.0.1:8786 --nthreads 1")
     assert f"--resources {res}=1" in line
+
+
+def test_wticonv_worker_serves_a_scheduler_until_ctrl_c(tmp_path, handle, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import signal
+    import subprocess
+
+    from wticonv import ConvProblem
+    from wticonv.db.store import Store
+    from wticonv.fleet import device_resource, jobs
+    from wticonv.runtime.device import list_devices
+
+    monkeypatch.setenv("WTICONV_DISABLE_SOLVERS", ",".join(
+        s for s in handle.registry.ids() if s != "direct.naive"))
+    with distributed.LocalCluster(n_workers=0, dashboard_address=None) as scheduler, \
+            distributed.Client(scheduler) as client:
+        proc = subprocess.Popen([sys.executable, "-m", "wticonv", "worker",
+                                 scheduler.scheduler_address, "--device", "cpu"],
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            client.wait_for_workers(1, timeout=120)
+            (worker,) = client.scheduler_info()["workers"].values()
+            assert worker["name"].endswith("-cpu-" + handle.device.info.index.replace(":",
+                                                                                      "."))
+            assert worker["resources"] == {device_resource("cpu", handle.device.info.name): 1}
+            store = Store(tmp_path)
+            store.copy_device_records(handle.device.store, [i.key for i, _ in list_devices()])
+            p = ConvProblem(1, 4, 8, 8, 4, 3, 3, pad_h=1, pad_w=1)
+            report = jobs.find([p], scheduler.scheduler_address, iterations=1,
+                               search=False, store=store)
+            assert report.failures == []
+            assert set(store.get_find_records(handle.device.key, p.key)) == {"direct.naive"}
+        finally:
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait(timeout=60)
+    assert rc == 0, proc.stderr.read()[-2000:]
+
+
+def test_progress_table_shows_each_devices_tasks():
+    from rich.console import Console
+    from wticonv.cli.fleet import FleetProgress
+
+    console = Console(width=120, record=True)
+    console.print(FleetProgress.table({"wticonv-gpu-NVIDIA_H200": {
+        "done": 7, "running": 1, "failed": 2, "remaining": 30}}, 12.0))
+    text = console.export_text()
+    assert "fleet: 12 s" in text
+    row = next(line for line in text.splitlines() if "wticonv-gpu-NVIDIA_H200" in line)
+    assert row.split()[1:] == ["7", "1", "2", "30"]
