@@ -164,6 +164,7 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
                 if t.not_after is not None and time.time() > t.not_after:
                     with counts.lock:
                         counts.done[res] += 1
+                        counts.changed = True
                     continue
                 f = client.submit(t.fn or run_task, t.spec, key=t.id, pure=False,
                                   resources={res: 1}, retries=retries)
@@ -184,11 +185,16 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
             progress(counts.snapshot())
         refill(workers)
         checked = time.monotonic()
-        while inflight:
-            try:
-                done, _ = wait(list(inflight), timeout=0.5, return_when="FIRST_COMPLETED")
-            except DaskTimeout:
-                done = set()
+        while inflight or any(queues.values()):
+            done: set = set()
+            if not inflight:            # waiting for a worker of a device (a restart)
+                time.sleep(0.5)
+            else:
+                try:
+                    done, _ = wait(list(inflight), timeout=0.5,
+                                   return_when="FIRST_COMPLETED")
+                except DaskTimeout:
+                    pass
             for f in done:
                 task, submitted = inflight.pop(f)
                 if f.status == "finished":
