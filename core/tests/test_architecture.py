@@ -83,3 +83,15 @@ def test_an_old_path_leaves_the_new_module_its_own_spec():
     assert real.__spec__.origin.endswith("runtime/peak.py")
     assert importlib.reload(real).__name__ == "wticonv.runtime.peak"
     sys.modules.pop("wticonv.peak", None)
+
+
+def test_the_root_package_leaves_torch_and_dask_optional():
+    # wticonv.torch needs the torch extra and wticonv.fleet's clusters the cluster extra:
+    # importing wticonv (and using it) loads neither of them nor what they import.
+    code = ("import sys, wticonv; wticonv.conv2d; print(sorted(m for m in sys.modules if "
+            "m.split('.')[0] in ('torch', 'dask', 'distributed') or m.startswith("
+            "('wticonv.torch', 'wticonv.fleet'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

@@ -28,6 +28,7 @@ __all__ = [
     "NoApplicableSolverError",
     "SolverRunError",
     "NetworkError",
+    "FleetError",
     "SolverWarning",
     "one_line",
 ]
@@ -148,6 +149,12 @@ class SolverRunError(WticonvError):
 
 class NetworkError(WticonvError, ValueError):
     """A network description (built-in name, driver-command file or ONNX model) is unusable."""
+
+
+class FleetError(WticonvError):
+    """A fleet (``--cluster``, :mod:`wticonv.fleet`) cannot run: Dask's ``distributed`` is
+    not installed (the message says ``pip install "wticonv[cluster]"``), the scheduler
+    cannot be reached, or no worker serves a device asked for."""
 
 
 class SolverWarning(UserWarning):

@@ -17,6 +17,7 @@ import click
 
 from wticonv.cli import (
     db,  # noqa: F401 - registers db export, db import, db system
+    fleet,  # noqa: F401 - registers worker
     measuring,  # noqa: F401 - registers find, tune, evaluate, calibrate
     networks,  # noqa: F401 - registers networks
     plugins,  # noqa: F401 - registers plugins, check, install, uninstall
@@ -25,6 +26,7 @@ from wticonv.cli.commands import cli
 from wticonv.errors import (
     DbFileError,
     DeviceError,
+    FleetError,
     NetworkError,
     ProblemError,
     SolverNotFoundError,
@@ -39,7 +41,7 @@ __all__ = ["main", "cli"]
 #: Errors that mean "what you typed (or set: WTICONV_DEVICE, WTICONV_CACHE_DIR) is
 #: wrong": exit status 2.
 _USAGE_ERRORS = (ProblemError, TensorError, NetworkError, DeviceError, SolverNotFoundError,
-                 StoreError, DbFileError)
+                 StoreError, DbFileError, FleetError)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

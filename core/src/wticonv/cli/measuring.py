@@ -28,6 +28,12 @@ from wticonv.cli.commands import (
     _trace_option,
     cli,
 )
+from wticonv.cli.fleet import cluster_option, resume_option
+from wticonv.cli.outputs import PROBE_CSV_COLUMNS  # noqa: F401 - the probe CSV's columns
+from wticonv.cli.outputs import print_evaluation as _print_evaluation
+from wticonv.cli.outputs import print_factors as _print_factors
+from wticonv.cli.outputs import write_output as _write_output
+from wticonv.cli.outputs import write_probe_csv as _write_probe_csv
 from wticonv.errors import DriverArgsError
 
 
@@ -108,41 +114,6 @@ def _distinct(paths: dict) -> None:
         seen[real] = what
 
 
-def _write_output(write, path: str, what: str, quiet: bool = False) -> None:
-    """Run ``write(path)`` and say so on stderr (unless ``quiet``); an OSError (the file
-    went away or filled the disk during the run) is a one-line error naming the option."""
-    try:
-        write(path)
-    except OSError as e:
-        raise click.ClickException(f"{what} {path!r} could not be written: "
-                                   f"{e.strerror or e}") from None
-    if not quiet:
-        print(f"wrote {path}", file=sys.stderr)
-
-
-#: Columns of ``calibrate --csv``: each probe run, and the device figures the raw
-#: predictions were made with (tools/replay_evaluate.py reads them).
-PROBE_CSV_COLUMNS = ("problem", "direction", "solver", "predicted_ms", "measured_ms",
-                     "device", "kind", "compute_units", "peak_flops", "bandwidth",
-                     "launch_overhead_s", "vector_width")
-
-
-def _write_probe_csv(path: str, measured: list, device) -> None:
-    """Write calibration probe measurements (problem, solver, raw predicted ms, measured
-    ms), each row with the device's name, kind, compute units, measured figures and
-    preferred float vector width (the CPU kernels' plans depend on it)."""
-    import csv
-
-    dev = (device.info.name, device.kind, device.info.compute_units,
-           f"{device.peak_flops:.6g}", f"{device.bandwidth:.6g}",
-           f"{device.launch_overhead_s:.6g}", device.info.vector_width)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(PROBE_CSV_COLUMNS)
-        for p, sid, pred, t in measured:
-            w.writerow([p.key, p.direction, sid, f"{pred:.6g}", f"{t:.6g}", *dev])
-
-
 def _compile_progress(as_json: bool):
     """A precompile progress callback that says on standard error what was compiled ahead
     (nothing with --json, whose standard output is the answer)."""
@@ -167,9 +138,11 @@ def _compile_progress(as_json: bool):
 @_network_options
 @click.option("--no-search", is_flag=True,
               help="Do not tune: time tunable solvers with their current perf config only.")
+@cluster_option
+@resume_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
-         directions, no_search) -> int:
+         directions, no_search, cluster, no_resume) -> int:
     """Time every applicable solver and record the results in the find-db.
 
     The target is a network (a built-in name, a MIOpenDriver line file or an .onnx model:
@@ -182,6 +155,11 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
     from wticonv.measuring.precompile import precompile_problems
 
     problems = _targets("find", args, n, directions)
+    if cluster:
+        from wticonv.cli.fleet_runs import find_on
+
+        return find_on(cluster, device, problems, as_json, iterations, time_cap_ms,
+                       workspace_limit, not no_search, not no_resume)
     handle = _handle(device)
     if len(problems) > 1:                   # every layer's programs, several at once
         precompile_problems(handle, problems, workspace_limit, not no_search,
@@ -219,8 +197,10 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
               help="Write every measurement (predicted and measured ms) to this CSV file.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
               help="Draw predicted against measured time per solver (needs matplotlib).")
+@cluster_option
+@resume_option
 def evaluate(as_json, device, workspace_limit, network, n, directions, iterations,
-             time_cap_ms, csv_path, plot_path) -> int:
+             time_cap_ms, csv_path, plot_path, cluster, no_resume) -> int:
     """Score the immediate-mode fallback on a network: its choice against the fastest.
 
     Every applicable solver is timed on each distinct layer and direction (find mode; the
@@ -241,6 +221,11 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
             raise click.UsageError("--plot needs matplotlib: pip install 'wticonv[plot]' "
                                    "(or leave out --plot)")
     counts = _network_counts(network, n, directions)
+    if cluster:
+        from wticonv.cli.fleet_runs import evaluate_on
+
+        return evaluate_on(cluster, device, counts, as_json, iterations, time_cap_ms,
+                           workspace_limit, not no_resume, csv_path, plot_path, network)
     handle = _handle(device)
 
     def progress(i, count, p):
@@ -271,22 +256,6 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     return 0
 
 
-def _print_evaluation(cases, summary) -> None:
-    """Each case (its count as xN), then per rule: cases, within 10 %, top-1, mean and
-    worst slowdown, and the time-weighted slowdown (the network's conv time with the
-    rule's choices over its time with the fastest solvers)."""
-    for c in cases:
-        fb = c.slowdown["fallback"]
-        click.echo(f"{c.problem.key:60} x{c.count:<3} best {c.best:20} fallback "
-                   f"{c.chosen['fallback']:20} " + ("-" if fb is None else f"{fb:.2f}x"))
-    click.echo(f"{'rule':18} {'cases':>5} {'within 10%':>10} {'top-1':>6} {'mean':>6} "
-               f"{'worst':>6} {'time-wtd':>8}")
-    for rule, sm in summary.items():
-        click.echo(f"{rule:18} {sm['cases']:5d} {sm['within_10pct'] * 100:9.0f}% "
-                   f"{sm['top1'] * 100:5.0f}% {sm['mean_slowdown']:6.3f} "
-                   f"{sm['worst_slowdown']:6.2f} {sm['time_weighted']:8.3f}")
-
-
 def _plural(k: int, word: str) -> str:
     return f"{k} {word}{'' if k == 1 else 's'}"
 
@@ -313,7 +282,8 @@ FEW_PROBES = 30
 @click.option("--csv", "csv_path", default=None, metavar="FILE",
               help="Also write every probe measurement (problem, direction, solver, raw "
                    "predicted and measured ms) to this CSV file.")
-def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
+@cluster_option
+def calibrate(as_json, device, n, budget_s, from_find_db, csv_path, cluster) -> int:
     """Fit per-device corrections to the solvers' WTI models (under a minute on a GPU).
 
     Every applicable solver runs on random realistic probe problems (every kind of layer,
@@ -331,6 +301,13 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
     from wticonv.measuring.calibrate import calibrate as run_calibration
 
     _writable(csv_path, "--csv")
+    if cluster:
+        if from_find_db:
+            raise click.UsageError("--from-find-db fits a device's own find-db records: run "
+                                   "it without --cluster, on the machine of the device")
+        from wticonv.cli.fleet_runs import calibrate_on
+
+        return calibrate_on(cluster, device, as_json, n, budget_s, csv_path)
     handle = _handle(device)
     start = time.monotonic()
     budget = budget_s or BUDGET_S.get(handle.device.kind, BUDGET_S["cpu"])
@@ -384,14 +361,7 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
                    f"s; learned correction: " + (", ".join(parts) or "none")
                    + ("" if trees_available() else " (pip install 'wticonv[learn]' for "
                       "boosted trees, closer to the best on networks nobody tuned to)"))
-        click.echo("median factors: WTI x factor (factor < 1: slower than its model "
-                   "predicts), probes measured in brackets")
-        click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")
-        for sid in sorted(k for k in factors if "@" not in k):
-            cells = [factors.get(sid if d == "all" else f"{sid}@{d}")
-                     for d in ("all", "fwd", "bwd", "wrw")]
-            click.echo(f"  {sid:22} " + " ".join(
-                f"{c[0]:6.3f} ({c[1]:2d})" if c else f"{'-':>11}" for c in cells))
+        _print_factors(factors)
     if csv_path:
         _write_output(lambda f: _write_probe_csv(f, measured, handle.device), csv_path,
                       "--csv", as_json)
@@ -412,9 +382,11 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path) -> int:
 @_network_options
 @click.option("-S", "--solver", "solvers", multiple=True, metavar="ID",
               help="Tune only this solver (repeatable; default: every tunable solver).")
+@cluster_option
+@resume_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, directions,
-         solvers) -> int:
+         solvers, cluster, no_resume) -> int:
     """Search the perf configs of tunable solvers and store the fastest in the perf-db.
 
     The target is a network (every distinct layer), a find-db key, or MIOpenDriver conv
@@ -425,6 +397,17 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
     from wticonv.measuring.tune import tune as tune_problem
 
     problems = _targets("tune", args, n, directions)
+    if cluster:
+        from wticonv.cli.fleet_runs import tune_on
+        from wticonv.contract.registry import SolverRegistry
+
+        reg = SolverRegistry()
+        for sid in solvers:
+            if not reg.get(sid).tunable:
+                raise DriverArgsError(f"solver {sid!r} is not tunable (it has no "
+                                      "perf_configs hook)")
+        return tune_on(cluster, device, problems, as_json, iterations, time_cap_ms,
+                       workspace_limit, solvers, not no_resume)
     handle = _handle(device)
     for sid in solvers:
         if not handle.registry.get(sid).tunable:

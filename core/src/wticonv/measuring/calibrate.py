@@ -44,7 +44,8 @@ from wticonv.workloads.generator import random_problems
 from wticonv.workloads.networks import corpus_networks, load_network
 
 __all__ = ["PROBE_BATCHES", "PROBE_COUNT", "BUDGET_S", "PLAN_AHEAD", "SHRINK_PROBES",
-           "SKIP_SLOWER_THAN", "calibrate", "corpus_layers", "fit_factors", "probe_problems"]
+           "SKIP_SLOWER_THAN", "calibrate", "corpus_layers", "fit_factors", "measure_probes",
+           "probe_problems"]
 
 #: Batch sizes the probes are drawn at, per device kind (the batch sizes frameworks run
 #: at: inference at 1, training at 8-64 on GPUs, smaller on CPUs).
@@ -279,6 +280,15 @@ def _measure_probes(handle, probes, iterations, time_cap_ms, progress, budget_s)
             runs.extend((p, sid, predicted[sid], t[0]) for sid, t in timings.items()
                         if not isinstance(t, WticonvError))
     return runs
+
+
+def measure_probes(handle, probes, iterations: int = 3, time_cap_ms: float = 100.0,
+                   budget_s: float = math.inf, progress=None) -> list:
+    """Measure ``probes`` as :func:`calibrate` does, for at most ``budget_s`` seconds (at
+    least until one probe ran): ``(problem, solver_id, raw predicted ms, measured ms)``
+    per solver run, in order. A fleet (:mod:`wticonv.fleet`) measures its share of the
+    probes on each worker with it."""
+    return _measure_probes(handle, probes, iterations, time_cap_ms, progress, budget_s)
 
 
 def fit_factors(runs) -> dict[str, tuple[float, int]]:

@@ -42,7 +42,7 @@ from wticonv.measuring.find import DEFAULT_ITERATIONS, DEFAULT_TIME_CAP_MS, find
 from wticonv.measuring.precompile import precompile_problems
 from wticonv.selection.ranking import select
 
-__all__ = ["Case", "evaluate", "summarize", "write_csv", "write_plot", "RULES"]
+__all__ = ["Case", "evaluate", "score", "summarize", "write_csv", "write_plot", "RULES"]
 
 #: The choice rules compared, in report order.
 RULES = ("fallback", "always GEMM", "lowest workspace")
@@ -136,21 +136,31 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
             warnings.warn(f"wticonv: no solver could run {p.key} ({why}); it is left out of "
                           "the evaluation", stacklevel=2)
             continue
-        model = select(handle.registry, p, handle.device, workspace_limit, measured=False,
-                       allow_tf32=handle.allow_tf32)
-        cands = model.candidates
-        best = min(measured, key=measured.get)
-        lowest = min(cands, key=lambda v: (v.workspace, v.rank)).solver_id if cands else None
-        case = Case(p, best, measured_ms=measured,
-                    predicted_ms={v.solver_id: v.predicted_ms for v in cands
-                                  if v.predicted_ms is not None}, count=weights[i])
-        case.chosen = {"fallback": model.solver_id, "always GEMM": _gemm(cands),
-                       "lowest workspace": lowest}
-        for rule, sid in case.chosen.items():
-            t = measured.get(sid) if sid is not None else None
-            case.slowdown[rule] = t / measured[best] if t is not None else None
-        cases.append(case)
+        cases.append(score(handle, p, measured, workspace_limit, weights[i]))
     return cases
+
+
+def score(handle, problem, measured: dict, workspace_limit: int | None = None,
+          count=1) -> Case:
+    """The :class:`Case` of ``problem`` from its ``measured`` times (solver id -> ms, at
+    least one): what each rule chooses on ``handle``'s device (the fallback by the WTI
+    models alone, find-db records ignored) and its slowdown. :func:`evaluate` scores each
+    problem with it, and so does a fleet (:mod:`wticonv.fleet`) on its workers, so that
+    the same measurements give the same case."""
+    model = select(handle.registry, problem, handle.device, workspace_limit, measured=False,
+                   allow_tf32=handle.allow_tf32)
+    cands = model.candidates
+    best = min(measured, key=measured.get)
+    lowest = min(cands, key=lambda v: (v.workspace, v.rank)).solver_id if cands else None
+    case = Case(problem, best, measured_ms=dict(measured),
+                predicted_ms={v.solver_id: v.predicted_ms for v in cands
+                              if v.predicted_ms is not None}, count=count)
+    case.chosen = {"fallback": model.solver_id, "always GEMM": _gemm(cands),
+                   "lowest workspace": lowest}
+    for rule, sid in case.chosen.items():
+        t = measured.get(sid) if sid is not None else None
+        case.slowdown[rule] = t / measured[best] if t is not None else None
+    return case
 
 
 def summarize(cases) -> dict:
@@ -179,17 +189,19 @@ def summarize(cases) -> dict:
     return out
 
 
-def write_csv(cases, path, device=None) -> None:
+def write_csv(cases, path, device=None, append: bool = False) -> None:
     """One row per (problem, solver) measured: key, direction, solver, predicted and
     measured ms, whether the fallback chose it and it was the fastest, the problem's count
     (its weight in the time-weighted slowdown) and (when ``device`` is given) the device's
-    name and kind."""
+    name and kind. ``append`` adds the rows to the file without a header (a fleet writes
+    one file for several devices)."""
     dev = [device.info.name, device.kind] if device is not None else []
-    with open(path, "w", newline="") as f:
+    with open(path, "a" if append else "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms",
-                    "fallback_choice", "fastest", "count"]
-                   + (["device", "kind"] if dev else []))
+        if not append:
+            w.writerow(["problem", "direction", "solver", "predicted_ms", "measured_ms",
+                        "fallback_choice", "fastest", "count"]
+                       + (["device", "kind"] if dev else []))
         for c in cases:
             for sid, t in sorted(c.measured_ms.items(), key=lambda kv: kv[1]):
                 pred = c.predicted_ms.get(sid)

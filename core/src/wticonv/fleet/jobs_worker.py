@@ -1,0 +1,144 @@
+"""The jobs a fleet's worker runs (:func:`wticonv.fleet.worker.run_task` dispatches to
+:data:`JOBS`): each is the serial measuring function of :mod:`wticonv.measuring` on the
+worker's handle, its answer made plain data.
+
+Before a job, :func:`sync` puts into the worker's own store the caller's records the job
+depends on, so that the worker measures and chooses as a serial run on the caller's
+store would: the perf-db rows of the task's problems (the perf config a tunable solver
+is timed with when not searched, and the default a tuning starts from) and, for
+``evaluate``, the device's calibration (the fallback's choice depends on it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from wticonv.problem.conv import parse_key
+
+__all__ = ["JOBS", "sync"]
+
+
+def sync(handle, spec: dict, synced: dict) -> None:
+    """Apply the caller's perf-db rows (``spec["perf"]``: ``(problem key, solver id,
+    version, perf config, ms, default ms)``, replacing the worker's rows of the task's
+    problems) and calibration (``spec["calibration"]``: device key -> ``{"factors":
+    [(solver, version, factor)], "models": [(solver, version, feature names, model)]}``,
+    applied when its digest, ``spec["calibration_digest"]``, changed since the last task;
+    ``synced`` remembers) to the worker's store."""
+    store, key = handle.device.store, handle.device.key
+    changed = False
+    if "perf" in spec:
+        keys = {p if isinstance(p, str) else p[0] for p in spec.get("problems", ())}
+        for (pk, sid) in list(store.get_perf_records(key)):
+            if pk in keys:
+                store.delete_perf_record(key, pk, sid)
+        for pk, sid, ver, cfg, t, t0 in spec["perf"]:
+            store.put_perf_record(key, pk, sid, ver, cfg, t, t0)
+        changed = True
+    if "calibration" in spec:
+        digest = spec.get("calibration_digest") or hashlib.sha256(json.dumps(
+            spec["calibration"], sort_keys=True, default=str).encode()).hexdigest()
+        if synced.get((id(store), key)) != digest:
+            cal = (spec["calibration"] or {}).get(key) or {"factors": [], "models": []}
+            store.put_calibration(key, [(sid, ver, f, 1) for sid, ver, f in cal["factors"]])
+            store.put_correction(key, [(sid, ver, names, model, 1)
+                                       for sid, ver, names, model in cal["models"]])
+            synced[(id(store), key)] = digest
+            changed = True
+    if changed:
+        handle.forget_selections()
+
+
+def _describe(handle, spec: dict) -> list:
+    return []                           # run_task's answer names the device
+
+
+def _perf_rows(handle, problem_key: str) -> list:
+    """The worker's perf-db rows of one problem: ``(solver, version, config, ms, default
+    ms)``."""
+    rows = handle.device.store.get_perf_records(handle.device.key)
+    return sorted((sid, *rec) for (pk, sid), rec in rows.items() if pk == problem_key)
+
+
+def _find(handle, spec: dict) -> list:
+    from wticonv.measuring.find import find
+
+    out = []
+    tunable = [sid for sid, e in handle.registry.solvers.items() if e.tunable]
+    for key in spec["problems"]:
+        p = parse_key(key)
+        results = find(handle, p, spec["iterations"], spec["time_cap_ms"],
+                       spec["workspace_limit"], record=True, search=spec["search"])
+        perf = _perf_rows(handle, key) if spec["search"] else []
+        out.append({"problem": key,
+                    "records": [(r.solver_id, r.version, r.workspace, r.time_ms, r.runs,
+                                 r.capped) for r in results if r.time_ms is not None],
+                    "reasons": {r.solver_id: r.reason for r in results if r.reason},
+                    "perf": perf,
+                    "perf_cleared": sorted(set(tunable) - {row[0] for row in perf})
+                    if spec["search"] else []})
+    return out
+
+
+def _tune(handle, spec: dict) -> list:
+    from wticonv.measuring.tune import tune
+
+    out = []
+    for key in spec["problems"]:
+        results = tune(handle, parse_key(key), spec["workspace_limit"], spec["iterations"],
+                       spec["time_cap_ms"], record=False, solvers=spec.get("solvers"))
+        out.append({"problem": key, "results": [dict(r.__dict__) for r in results]})
+    return out
+
+
+def _evaluate(handle, spec: dict) -> list:
+    from wticonv.measuring.evaluate import score
+    from wticonv.measuring.find import find
+
+    out = []
+    for key, measured in spec["problems"]:
+        p = parse_key(key)
+        records, why = [], ""
+        if measured is None:                       # not in the caller's find-db: time it
+            results = find(handle, p, spec["iterations"], spec["time_cap_ms"],
+                           spec["workspace_limit"], search=False)
+            records = [(r.solver_id, r.version, r.workspace, r.time_ms, r.runs, r.capped)
+                       for r in results if r.time_ms is not None]
+            measured = {r[0]: r[3] for r in records}
+            why = next((r.reason for r in results if r.reason), "no solver is installed")
+        case = None
+        if measured:
+            c = score(handle, p, measured, spec["workspace_limit"])
+            case = {"best": c.best, "chosen": c.chosen, "slowdown": c.slowdown,
+                    "measured_ms": c.measured_ms, "predicted_ms": c.predicted_ms}
+        out.append({"problem": key, "records": records, "case": case, "reason": why})
+    return out
+
+
+def _probes(handle, spec: dict) -> list:
+    import time
+
+    from wticonv.measuring.calibrate import measure_probes
+
+    budget = spec["deadline"] - time.time()     # the device's budget, shared by its tasks
+    if budget <= 0:
+        return []
+    runs = measure_probes(handle, [parse_key(k) for k in spec["problems"]],
+                          spec["iterations"], spec["time_cap_ms"], budget)
+    return [(p.key, sid, pred, t) for p, sid, pred, t in runs]
+
+
+def _fit(handle, spec: dict) -> dict:
+    from wticonv.measuring.calibrate import fit_factors
+    from wticonv.measuring.correction_fit import fit_correction
+    from wticonv.selection.correction import FEATURES
+
+    runs = [(parse_key(k), sid, pred, t) for k, sid, pred, t in spec["runs"]]
+    return {"factors": fit_factors(runs), "features": list(FEATURES),
+            "models": fit_correction(runs, handle.device)}
+
+
+#: Job name -> the function a worker runs it with, ``(handle, spec) -> plain data``.
+JOBS = {"describe": _describe, "find": _find, "tune": _tune, "evaluate": _evaluate,
+        "probes": _probes, "fit": _fit}
