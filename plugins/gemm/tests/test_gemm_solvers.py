@@ -92,6 +92,8 @@ def test_chunked_under_a_small_workspace_limit(handle, direction):
     assert sel.chosen.workspace == ws <= limit
     if splits == 1:  # 2 images per chunk: 3 chunks for N=5
         assert (nc, ws) == (2, plan.col_bytes(p, kind, 2)) and ws >= 2 * per_image
+    if kind == "cpu" and direction == "wrw":  # the row buffer: 72 rows of C R S = 54
+        assert plan.row_ld(p) == 54 and plan.col_bytes(p, kind, 2) == 2 * per_image
     assert 1 <= nc < 5
     launches = plan.plan_im2col(p, kind, cu, ws)
     assert sum(la.kernel.startswith("sgemm") for la in launches) == -(-5 // nc)

@@ -8,7 +8,9 @@ gemm.im2col, per chunk:
   fwd  im2col(x) -> col;  y[chunk] = w (Kg x CRS) . col (CRS x Nc*P), written into y's NCHW
   bwd  col = w^T (CRS x Kg) . dy[chunk] (Kg x Nc*P, read in place);  col2im(col) -> dx
   wrw  im2col(x) -> col;  dw (+)= sum over the chunk's images of dy_n (Kg x P) . col_n^T,
-       accumulated over chunks (beta = 1 after the first)
+       accumulated over chunks (beta = 1 after the first); on CPUs the buffer is written
+       transposed (im2row: P x C*R*S per image), so that this GEMM reads both operands
+       along its output (sgemm_nn) rather than along the reduction (sgemm_nt)
 
 gemm.1x1 (R = S = 1, no padding, stride 1 or 2): the same GEMMs on x, dy, y and dx in
 place, no workspace; a strided backward-data pass first zeroes dx (the GEMM writes only
@@ -38,8 +40,8 @@ from .sgemm import (
     splitk_reduce_launch,
 )
 
-__all__ = ["col_bytes_per_image", "col_bytes", "col_ld", "chunk_images", "plan_im2col",
-           "plan_1x1", "IM2COL_LOCAL"]
+__all__ = ["col_bytes_per_image", "col_bytes", "col_ld", "row_ld", "chunk_images",
+           "plan_im2col", "plan_1x1", "IM2COL_LOCAL"]
 
 #: Work-group size (dimension 0) of the im2col, col2im and fill kernels, per device kind.
 IM2COL_LOCAL = {"cpu": 64, "gpu": 256}
@@ -70,15 +72,34 @@ def col_ld(p, kind: str, nc: int) -> int:
     2-core Xeon (AVX-512, PoCL 3.1): sgemm_nn 1024 x 1024 x 1024 took 15.1 ms at B's row
     stride of 1024 floats, 7.3 ms at 1008 (1020 x 1008 x 1024)."""
     J = nc * p.ho * p.wo
-    if kind != "cpu":
-        return J
-    ld = _round(J, 16)
+    return J if kind != "cpu" else _odd16(J)
+
+
+def _odd16(n: int) -> int:
+    ld = _round(n, 16)
     return ld + 16 if (ld // 16) % 2 == 0 else ld
 
 
+def _rows(p, kind: str) -> bool:
+    """Whether the chunk's buffer is the transposed row buffer (CPU backward weights)."""
+    return kind == "cpu" and p.direction == "wrw"
+
+
+def row_ld(p) -> int:
+    """Row stride, in elements, of the CPU's row buffer (backward weights: one row of
+    C*R*S inputs per output pixel): rounded as :func:`col_ld` rounds from 256 elements on
+    (at most 6 % more), C*R*S below (where rounding would add up to half again, and rows
+    under 1 KiB apart spread over the cache sets anyway)."""
+    crs = p.c * p.r * p.s
+    return _odd16(crs) if crs >= 256 else crs
+
+
 def col_bytes(p, kind: str, nc: int) -> int:
-    """Workspace bytes of the column buffer of a chunk of ``nc`` images on a device of
-    ``kind``: G * CRS * :func:`col_ld` * 4 (``nc`` x :func:`col_bytes_per_image` on GPUs)."""
+    """Workspace bytes of the buffer of a chunk of ``nc`` images on a device of ``kind``:
+    G * CRS * :func:`col_ld` * 4 (``nc`` x :func:`col_bytes_per_image` on GPUs); for
+    backward weights on CPUs, the row buffer's ``nc`` * Ho * Wo * :func:`row_ld` * 4."""
+    if _rows(p, kind):
+        return nc * p.ho * p.wo * row_ld(p) * _F32
     return p.groups * (p.c // p.groups) * p.r * p.s * col_ld(p, kind, nc) * _F32
 
 
@@ -137,10 +158,14 @@ def _chunk_args(p, src: str, dst: str, n0: int, nc: int, ld: int | None = None) 
 
 
 def _im2col(p, kind: str, n0: int, nc: int) -> Launch:
-    """Writes the chunk's column buffer, reads x (cost: both, once)."""
+    """Writes the chunk's column buffer (on CPUs for backward weights its row buffer),
+    reads x (cost: both, once)."""
     rows = p.c * p.r * p.s  # G * Cg*R*S
     args = partial(_chunk_args, p, "x", "ws", n0, nc)
     traffic = col_bytes_per_image(p) * nc + nc * p.c * p.h * p.w * _F32
+    if _rows(p, kind):
+        return KERNELS.launch("im2col.cl", "im2row_cpu", "", (nc, p.ho), (1, 1),
+                              partial(args, row_ld(p)), bytes=traffic)
     if kind == "cpu":
         return KERNELS.launch("im2col.cl", "im2col_cpu", "", (nc, rows), (1, 1),
                               partial(args, col_ld(p, kind, nc)), bytes=traffic)
@@ -198,6 +223,17 @@ def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,
                         c=col, groups=g)
             out.append(gemm(op))
             out.append(_col2im(p, kind, n0, nc))
+        elif _rows(p, kind):
+            # dw[g] (+)= sum over the chunk's images n of dy_n[g] (Kg x P) . row_n[g] (P x
+            # CRS): row_n's rows are its pixels (ld apart), group g's columns start at g CRS
+            out.append(_im2col(p, kind, n0, nc))
+            rl = row_ld(p)
+            op = GemmOp(kg, crs, P,
+                        a=Operand("y", off=n0 * p.k * P, gs=kg * P, bs=p.k * P, ms=P, ks=1),
+                        b=Operand("ws", gs=crs, bs=P * rl, ks=rl, cols=ColMap()),
+                        c=Operand("w", gs=kg * crs, ms=crs, cols=ColMap()),
+                        groups=g, nb=nc, beta=int(n0 > 0))
+            out.append(gemm(op))
         else:
             out.append(_im2col(p, kind, n0, nc))
             a = Operand("y", off=n0 * p.k * P, gs=kg * P, bs=p.k * P, ms=P, ks=1)

@@ -207,7 +207,7 @@ def _cpu_nn_args(op: GemmOp, b_len: int | None, rb: int) -> tuple:
     return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
             i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
             *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
-            *c.cols.args(), np.int32(op.beta), np.int32(rb))
+            *c.cols.args(), np.int32(op.beta), np.int32(rb), np.int32(params.CPU_NN_KC))
 
 
 def _gpu_args(op: GemmOp, nbs: int) -> tuple:

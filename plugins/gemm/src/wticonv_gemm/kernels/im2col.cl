@@ -13,7 +13,8 @@
  *  - GPU (im2col, col2im): one work-item per element, neighbouring work-items on
  *    neighbouring pixels (coalesced). col2im gathers: every dx element sums the column
  *    entries it contributed to.
- *  - CPU (im2col_cpu, col2im_cpu): one work-item per (image, channel[, tap]) plane, looping
+ *  - CPU (im2col_cpu, col2im_cpu, im2row_cpu): one work-item per (image, channel[, tap])
+ *    plane (im2row_cpu: per output row of an image), looping
  *    over the pixels in order, so integer divisions happen once per plane rather than per
  *    element. col2im_cpu clears its dx plane, then adds the taps in a fixed order: each
  *    dx element is written by one work-item only, so no atomics, and the result is
@@ -99,6 +100,37 @@ __kernel void im2col_cpu(__global const float *restrict x, __global float *restr
         }
         for (int wo = whi; wo < Wo; ++wo)
             o[wo] = 0.0f;
+    }
+}
+
+/* The row buffer (CPU backward weights): the column buffer transposed, one row per output
+ * pixel of each image of the chunk, ld >= C*R*S elements apart, holding that pixel's
+ * C*R*S inputs (groups one after the other, as in the filter):
+ *
+ *   row[(n * Ho + ho) * Wo + wo][(c * R + r) * S + s] = x[n0 + n][c][ih][iw]
+ *
+ * so that dw = sum over n of dy_n (Kg x P) . row_n (P x Cg*R*S) is a GEMM whose operands
+ * are both contiguous along its output (sgemm_nn), not along its reduction.
+ * Global size (Nc, Ho): one work-item writes the rows of one output row of one image. */
+__kernel void im2row_cpu(__global const float *restrict x, __global float *restrict row,
+                         const int n0, const int Nc, const long ld, CONV_ARGS)
+{
+    const int n = get_global_id(0), ho = get_global_id(1);
+    const __global float *xn = x + (long)(n0 + n) * C * H * (long)W;
+    for (int wo = 0; wo < Wo; ++wo) {
+        __global float *out = row + ((long)(n * Ho + ho) * Wo + wo) * ld;
+        for (int c = 0; c < C; ++c) {
+            const __global float *xc = xn + (long)c * H * W;
+            for (int r = 0; r < R; ++r) {
+                const int ih = ho * stride_h - pad_h + r * dil_h;
+                const bool row_ok = ih >= 0 && ih < H;
+                for (int s = 0; s < S; ++s) {
+                    const int iw = wo * stride_w - pad_w + s * dil_w;
+                    out[(c * R + r) * S + s] = (row_ok && iw >= 0 && iw < W)
+                                                   ? xc[(long)ih * W + iw] : 0.0f;
+                }
+            }
+        }
     }
 }
 

@@ -7,11 +7,14 @@
  * col(n) = (n / P)*ns + ((n % P) / Wo)*hs + ((n % P) % Wo)*ws for B and C.
  *
  * Two kernels:
- *  - sgemm_nn: each work-item computes GEMM_MR rows x 2*GEMM_VW columns held in two
- *    vector registers per row; per k it broadcasts GEMM_MR scalars of A and loads two
- *    vectors of B. A vector of B is one vector load when its columns are contiguous, two
- *    loads and a select when it crosses one image boundary (1x1 convolutions on NCHW
- *    tensors), and element by element otherwise (strided columns, tiny images).
+ *  - sgemm_nn: a register tile of GEMM_MR rows x 2*GEMM_VW columns held in two vector
+ *    registers per row; per k it broadcasts GEMM_MR scalars of A and loads two vectors of
+ *    B. A vector of B is one vector load when its columns are contiguous, two loads and a
+ *    select when it crosses one image boundary (1x1 convolutions on NCHW tensors), and
+ *    element by element otherwise (strided columns, tiny images). Each work-item takes
+ *    RB such tiles down the same columns (run-time argument), in chunks of KC reduction
+ *    steps: within a chunk its tiles pass over the same KC x 2*GEMM_VW panel of B, which
+ *    stays in the L1 cache, and the column set-up is paid once per work-item.
  *  - sgemm_nt: for B given as rows along k (B(b, k, n) = B + ... + colB(n) + k, k
  *    contiguous in both operands, as in the backward-weights GEMM); each work-item
  *    computes GEMM_NT_MR x GEMM_NT_NR dot products with vector partial sums along k.
@@ -105,7 +108,7 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
               const long b_len,
               __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
               const int cP, const int cWo, const long cns, const long chs, const long cws,
-              const int beta, const int RB)
+              const int beta, const int RB, const int KC)
 {
     const int n0 = get_global_id(1) * NR;
     const long g = get_global_id(2);
@@ -134,83 +137,94 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
         coff[j] = gemm_col(min(n0 + j, N - 1), cP, cWo, cns, chs, cws);
     const bool cvec = valid0 == VW && valid1 == VW && coff[VW - 1] == coff[0] + VW - 1 &&
                       coff[NR - 1] == coff[VW] + VW - 1;
-    /* RB row blocks of GEMM_MR rows, one after the other, share the column set-up above and
-     * the B panel, which stays in cache between them. */
-    for (int rb = 0; rb < RB; ++rb) {
-        const int m0 = (get_global_id(0) * RB + rb) * GEMM_MR;
-        if (m0 >= M)
-            break;
-        long arow[GEMM_MR];
-        for (int i = 0; i < GEMM_MR; ++i)
-            arow[i] = (long)min(m0 + i, M - 1) * a_ms;
-        floatv c0[GEMM_MR], c1[GEMM_MR];
-        for (int i = 0; i < GEMM_MR; ++i) {
-            c0[i] = (floatv)(0.0f);
-            c1[i] = (floatv)(0.0f);
-        }
-        for (int b = 0; b < NB; ++b) {
-            const long b1 = b / NB2, b2 = b - b1 * NB2;
-            const __global float *ap[GEMM_MR];
+    /* The reduction (NB batches of K steps, T in all) in chunks of KC steps; in each chunk,
+     * RB row blocks of GEMM_MR rows one after the other: they share the column set-up
+     * above, and the chunk's panel of B (KC x NR floats) stays in the L1 cache between
+     * them. The first chunk writes C (adds to it where beta), the others add to it. */
+    const long T = (long)NB * K;
+    for (long t0 = 0; t0 < T; t0 += KC) {
+        const long t1 = min(T, t0 + (long)KC);
+        const bool add = beta || t0 > 0;
+        for (int rb = 0; rb < RB; ++rb) {
+            const int m0 = (get_global_id(0) * RB + rb) * GEMM_MR;
+            if (m0 >= M)
+                break;
+            long arow[GEMM_MR];
             for (int i = 0; i < GEMM_MR; ++i)
-                ap[i] = Ag + b1 * a_bs + b2 * a_bs2 + arow[i];
-            const __global float *Bb = B + bbase + b1 * b_bs + b2 * b_bs2;
-            if (fast) {
-                /* The common case (a column buffer, or whole image rows): two plain vloads. */
-                const __global float *bk0 = Bb + off0[0], *bk1 = Bb + off1[0];
-                for (int k = 0; k < K; ++k) {
-                    const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
-                    bk0 += b_ks;
-                    bk1 += b_ks;
-                    ROW_MADS(v0, v1);
-                }
-            } else if (mode0 != B_GATHER && (mode1 != B_GATHER || !valid1)) {
-                /* Columns crossing one image boundary (1x1 convolutions on small pictures):
-                 * each vector is two plain vloads blended at the boundary (a contiguous vector
-                 * blends with itself). */
-                const __global float *lo_p0 = Bb + off0[0];
-                const __global float *hi_p0 = Bb + (mode0 == B_TWOSEG ? off0[split0] - split0
-                                                                      : off0[0]);
-                const __global float *lo_p1 = Bb + (valid1 ? off1[0] : off0[0]);
-                const __global float *hi_p1 = Bb + (valid1 && mode1 == B_TWOSEG
-                                                    ? off1[split1] - split1
-                                                    : (valid1 ? off1[0] : off0[0]));
-                for (int k = 0; k < K; ++k) {
-                    const floatv v0 = select(VLOAD(0, hi_p0), VLOAD(0, lo_p0), lo0);
-                    const floatv v1 = select(VLOAD(0, hi_p1), VLOAD(0, lo_p1), lo1);
-                    lo_p0 += b_ks;
-                    hi_p0 += b_ks;
-                    lo_p1 += b_ks;
-                    hi_p1 += b_ks;
-                    ROW_MADS(v0, v1);
-                }
-            } else {
-                for (int k = 0; k < K; ++k) {
-                    const __global float *bk = Bb + k * b_ks;
-                    const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
-                    const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
-                                             : (floatv)(0.0f);
-                    ROW_MADS(v0, v1);
+                arow[i] = (long)min(m0 + i, M - 1) * a_ms;
+            floatv c0[GEMM_MR], c1[GEMM_MR];
+            for (int i = 0; i < GEMM_MR; ++i) {
+                c0[i] = (floatv)(0.0f);
+                c1[i] = (floatv)(0.0f);
+            }
+            for (long t = t0; t < t1;) {
+                /* steps k0 .. k1 - 1 of batch b */
+                const int b = (int)(t / K), k0 = (int)(t - (long)b * K);
+                const int k1 = (int)min((long)K, k0 + (t1 - t)), steps = k1 - k0;
+                t += steps;
+                const long b1 = b / NB2, b2 = b - b1 * NB2;
+                const __global float *ap[GEMM_MR];
+                for (int i = 0; i < GEMM_MR; ++i)
+                    ap[i] = Ag + b1 * a_bs + b2 * a_bs2 + arow[i] + k0 * a_ks;
+                const __global float *Bb = B + bbase + b1 * b_bs + b2 * b_bs2 + k0 * b_ks;
+                if (fast) {
+                    /* The common case (a column buffer, or whole image rows): two vloads. */
+                    const __global float *bk0 = Bb + off0[0], *bk1 = Bb + off1[0];
+                    for (int k = 0; k < steps; ++k) {
+                        const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
+                        bk0 += b_ks;
+                        bk1 += b_ks;
+                        ROW_MADS(v0, v1);
+                    }
+                } else if (mode0 != B_GATHER && (mode1 != B_GATHER || !valid1)) {
+                    /* Columns crossing one image boundary (1x1 convolutions on small
+                     * pictures): each vector is two plain vloads blended at the boundary
+                     * (a contiguous vector blends with itself). */
+                    const __global float *lo_p0 = Bb + off0[0];
+                    const __global float *hi_p0 = Bb + (mode0 == B_TWOSEG
+                                                        ? off0[split0] - split0 : off0[0]);
+                    const __global float *lo_p1 = Bb + (valid1 ? off1[0] : off0[0]);
+                    const __global float *hi_p1 = Bb + (valid1 && mode1 == B_TWOSEG
+                                                        ? off1[split1] - split1
+                                                        : (valid1 ? off1[0] : off0[0]));
+                    for (int k = 0; k < steps; ++k) {
+                        const floatv v0 = select(VLOAD(0, hi_p0), VLOAD(0, lo_p0), lo0);
+                        const floatv v1 = select(VLOAD(0, hi_p1), VLOAD(0, lo_p1), lo1);
+                        lo_p0 += b_ks;
+                        hi_p0 += b_ks;
+                        lo_p1 += b_ks;
+                        hi_p1 += b_ks;
+                        ROW_MADS(v0, v1);
+                    }
+                } else {
+                    for (int k = 0; k < steps; ++k) {
+                        const __global float *bk = Bb + k * b_ks;
+                        const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
+                        const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
+                                                 : (floatv)(0.0f);
+                        ROW_MADS(v0, v1);
+                    }
                 }
             }
-        }
-        for (int i = 0; i < GEMM_MR; ++i) {
-            if (m0 + i >= M)
-                break;
-            __global float *crow = Cg + (long)(m0 + i) * c_ms;
-            float r[NR];
-            VSTORE(c0[i], 0, r);
-            VSTORE(c1[i], 1, r);
-            if (cvec && coff[VW] == coff[0] + VW) {
-                floatv lo = c0[i], hi = c1[i];
-                if (beta) {
-                    lo += VLOAD(0, crow + coff[0]);
-                    hi += VLOAD(0, crow + coff[VW]);
+            for (int i = 0; i < GEMM_MR; ++i) {
+                if (m0 + i >= M)
+                    break;
+                __global float *crow = Cg + (long)(m0 + i) * c_ms;
+                float r[NR];
+                VSTORE(c0[i], 0, r);
+                VSTORE(c1[i], 1, r);
+                if (cvec && coff[VW] == coff[0] + VW) {
+                    floatv lo = c0[i], hi = c1[i];
+                    if (add) {
+                        lo += VLOAD(0, crow + coff[0]);
+                        hi += VLOAD(0, crow + coff[VW]);
+                    }
+                    VSTORE(lo, 0, crow + coff[0]);
+                    VSTORE(hi, 0, crow + coff[VW]);
+                } else {
+                    for (int j = 0; j < valid0 + valid1; ++j)
+                        crow[coff[j]] = add ? crow[coff[j]] + r[j] : r[j];
                 }
-                VSTORE(lo, 0, crow + coff[0]);
-                VSTORE(hi, 0, crow + coff[VW]);
-            } else {
-                for (int j = 0; j < valid0 + valid1; ++j)
-                    crow[coff[j]] = beta ? crow[coff[j]] + r[j] : r[j];
             }
         }
     }
