@@ -14,6 +14,7 @@ import warnings
 import pytest
 from wticonv import ConvProblem, hookimpl
 from wticonv.contract.registry import SolverRegistry
+from wticonv.db.schema import FIGURES_METHOD
 from wticonv.db.store import Store
 from wticonv.db.system import ENV, reset_system_databases, system_databases
 from wticonv.db.transfer import FORMAT, Record, format_db
@@ -193,7 +194,8 @@ def test_a_learned_correction_travels_with_its_calibration(device, system):
 
 def test_a_broken_system_database_warns_once_and_selection_goes_on(device, system):
     good = json.loads(format_db([cal("b.slow", 10.0)])[1])
-    system(lines=[json.dumps({"format": FORMAT, "version": 1}), json.dumps(good),
+    system(lines=[json.dumps({"format": FORMAT, "version": 1,
+                              "figures_method": FIGURES_METHOD}), json.dumps(good),
                   '{"kind": "calibration", "oops"', json.dumps(dict(good, solver="A"))],
            name="bad-records.jsonl")
     system(lines=['{"format": "wticonv-db", "version": 7}'], name="future.jsonl")
@@ -215,6 +217,23 @@ def test_a_broken_system_database_warns_once_and_selection_goes_on(device, syste
                for m in messages)
     assert sel.solver_id == "b.slow"                 # the good record still serves
     assert verdict(sel, "b.slow").source == "system calibration"
+
+
+def test_a_calibration_fitted_to_figures_of_another_method_is_not_used(device, system):
+    # a calibration is relative to the device figures (peak, bandwidth) it was fitted
+    # with: one exported before FIGURES_METHOD 2 (no figures_method in its header) would
+    # mis-correct predictions made from figures measured now
+    good = json.loads(format_db([cal("b.slow", 10.0)])[1])
+    assert json.loads(format_db([cal("b.slow", 10.0)])[0])["figures_method"] == FIGURES_METHOD
+    system(lines=[json.dumps({"format": FORMAT, "version": 1}), json.dumps(good)],
+           name="old-method.jsonl")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        sel = select(registry(), P, device)
+    (message,) = [str(w.message) for w in seen]
+    assert "old-method.jsonl has 1 bad record(s)" in message
+    assert "figures_method null" in message and "calibrate the device again" in message
+    assert verdict(sel, "b.slow").source != "system calibration"
 
 
 def _distribution(root, dist, package, files, entry):

@@ -4,9 +4,18 @@ cover. The meaning of each table is in :mod:`wticonv.db.store`."""
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_VERSION"]
+__all__ = ["SCHEMA_VERSION", "FIGURES_METHOD"]
 
 SCHEMA_VERSION = 1
+
+#: The measuring method of the device figures this version reads (wticonv.runtime.peak).
+#: 2: the peak kernel's multiply-adds are fused on CPUs with FMA units (PoCL's mad() is a
+#: separate multiply and add there, which read half the peak; kernels/common.h). Figures
+#: of an older method are not returned, so the device is measured again; storing the new
+#: ones drops the old, and the device's calibration, which was fitted to them. Exported
+#: databases name it in their header, and calibrations fitted under another method are
+#: not imported (wticonv.db.transfer).
+FIGURES_METHOD = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS device_figures (

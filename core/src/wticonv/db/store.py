@@ -57,7 +57,8 @@ from pathlib import Path
 import platformdirs
 
 from wticonv.db.records import Records
-from wticonv.db.schema import _COLUMNS, _SCHEMA, _TABLES, SCHEMA_VERSION  # noqa: F401
+from wticonv.db.schema import (  # noqa: F401
+    _COLUMNS, _SCHEMA, _TABLES, FIGURES_METHOD, SCHEMA_VERSION)
 from wticonv.errors import StoreError
 
 __all__ = ["Store", "default_cache_dir"]
@@ -67,14 +68,6 @@ __all__ = ["Store", "default_cache_dir"]
 _TEMPORARY: dict[Path, Path] = {}
 _TEMPORARY_LOCK = threading.Lock()
 _DIGEST_BYTES = 32     # the SHA-256 stored before each program binary
-
-#: The measuring method of the device figures this version reads (wticonv.runtime.peak).
-#: 2: the peak kernel's multiply-adds are fused on CPUs with FMA units (PoCL's mad() is a
-#: separate multiply and add there, which read half the peak; kernels/common.h). Figures
-#: of an older method are not returned, so the device is measured again; storing the new
-#: ones drops the old, and the device's calibration, which was fitted to them.
-FIGURES_METHOD = 2
-
 
 def _figures_key(device_key: str) -> str:
     return f"{device_key}#m{FIGURES_METHOD}"

@@ -6,6 +6,9 @@ the lines that changed (docs/fleet.md, *Databases that travel*, has the field ta
 
 - header: ``{"format": "wticonv-db", "version": 1, "wticonv": <version that wrote it>,
   "created": <UTC, ISO 8601>, "devices": [<device keys (or patterns) of the records>]}``,
+  ``"figures_method"`` (the store's :data:`~wticonv.db.schema.FIGURES_METHOD` when it was
+  written: a calibration is relative to the device figures it was fitted with, so the
+  calibration and correction records of a file of another method, or of none, are bad),
   and optionally ``"measured_on"`` (the device keys the records were measured on, where
   ``devices`` are patterns) and ``"comment"`` (e.g. the command that made the file);
 - record: ``{"kind", "device", "problem", "solver", "direction", "solver_version",
@@ -38,6 +41,7 @@ from pathlib import Path
 
 from wticonv._version import __version__
 from wticonv.db.records import RECORD_KINDS, valid_correction_model, valid_perf_config
+from wticonv.db.schema import FIGURES_METHOD
 from wticonv.errors import DbFileError, KeyFormatError
 from wticonv.problem.conv import parse_key
 
@@ -53,6 +57,9 @@ FORMAT_VERSION = 1
 KINDS = RECORD_KINDS
 #: The fields of a record, in the order they are written.
 FIELDS = ("kind", "device", "problem", "solver", "direction", "solver_version", "values")
+
+#: The kinds fitted to the device figures (relative to the WTI models' predictions).
+_FITTED = ("calibration", "correction")
 #: Each kind's ``values`` fields.
 VALUE_FIELDS = {
     "find-db": ("workspace", "time_ms", "runs", "capped"),
@@ -356,6 +363,12 @@ def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None =
             continue
         try:
             rec = check_record(obj, patterns, versions)
+            if rec.kind in _FITTED and header.get("figures_method") != FIGURES_METHOD:
+                raise _Bad(f"a {rec.kind} record of a file whose header says "
+                           f"figures_method {json.dumps(header.get('figures_method'))}: it "
+                           "was fitted to device figures measured by another method than "
+                           f"this wticonv's ({FIGURES_METHOD}), and would mis-correct its "
+                           "predictions; calibrate the device again and export it")
         except _Bad as e:
             bad.append(BadRecord(number, str(e)))
             continue
@@ -383,7 +396,8 @@ def format_db(records: Iterable[Record], comment: str | None = None,
     records = sorted(records, key=Record.sort_key)
     header = {"format": FORMAT, "version": FORMAT_VERSION, "wticonv": __version__,
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "devices": sorted({r.device for r in records})}
+              "devices": sorted({r.device for r in records}),
+              "figures_method": FIGURES_METHOD}
     if measured_on is not None:
         header["measured_on"] = sorted(set(measured_on))
     if comment:
