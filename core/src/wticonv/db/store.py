@@ -57,8 +57,7 @@ from pathlib import Path
 import platformdirs
 
 from wticonv.db.records import Records
-from wticonv.db.schema import (  # noqa: F401
-    _COLUMNS, _SCHEMA, _TABLES, FIGURES_METHOD, SCHEMA_VERSION)
+from wticonv.db.schema import _COLUMNS, _SCHEMA, _TABLES, FIGURES_METHOD, SCHEMA_VERSION  # noqa: F401
 from wticonv.errors import StoreError
 
 __all__ = ["Store", "default_cache_dir"]
