@@ -27,7 +27,7 @@ from functools import lru_cache
 
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
            "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency",
-           "cpu_nn_row_blocks", "CPU_NN_ITEMS_PER_CU", "CPU_NN_KC",
+           "cpu_nn_blocks", "CPU_NN_ITEMS_PER_CU", "CPU_NN_KC", "CPU_NN_MAX_BLOCKS",
            "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR"]
 
 
@@ -44,7 +44,8 @@ class CpuConfig:
 
     @property
     def options(self) -> str:
-        return f"-DGEMM_VW={self.vw} -DGEMM_MR={self.mr} -DGEMM_NT_MR=4 -DGEMM_NT_NR=4"
+        return (f"-DGEMM_VW={self.vw} -DGEMM_MR={self.mr} -DGEMM_KC={CPU_NN_KC} "
+                "-DGEMM_NT_MR=4 -DGEMM_NT_NR=4")
 
 
 @dataclass(frozen=True)
@@ -87,30 +88,43 @@ CPU_NN_ITEM_S = 0.4e-6
 CPU_NT_ITEM_S = 0.13e-6
 
 
-#: Reduction steps per chunk of ``sgemm_nn`` (the kernel's ``KC``): its B panel of KC x 32
-#: floats (32 KiB) stays in a core's L1 cache while the work-item's row blocks pass over
-#: it, and the A rows' KC-float pieces (12 KiB) beside it. Measured on a 2-core Xeon
-#: (AVX-512, 48 KiB L1), interleaved runs: dw of ResNet-50's 128 -> 128 3x3 stride-2
-#: layer at N=8 through the row buffer (a reduction of 6272 steps) 23.0 ms unchunked,
-#: 16.9 ms with 256; four layers of shorter reductions 0.97-1.03x.
+#: Reduction steps per chunk of ``sgemm_nn`` (the kernel's ``GEMM_KC``, its default there):
+#: the chunk's panel of B, KC x 32 floats (32 KiB), copied to private memory, stays in a
+#: core's L1 cache while the work-item's row blocks pass over it. Measured on a 2-core Xeon
+#: (AVX-512, 48 KiB L1), interleaved runs: dw of ResNet-50's 128 -> 128 3x3 stride-2 layer
+#: at N=8 (a reduction of 6272 steps) 23.0 ms unchunked, 16.9 ms with 256; four layers of
+#: shorter reductions 0.97-1.03x.
 CPU_NN_KC = 256
 
 #: Work-items per compute unit that ``sgemm_nn``'s grid keeps at least, when its work-items
-#: take several row blocks each (:func:`cpu_nn_row_blocks`): enough for PoCL to balance
+#: take blocks of several tiles each (:func:`cpu_nn_blocks`): enough for PoCL to balance
 #: them over the cores.
 CPU_NN_ITEMS_PER_CU = 16
 
+#: The largest block of ``sgemm_nn`` tiles one work-item takes: row blocks (its rows of A
+#: that a chunk reads, 16 x 12 x 256 floats = 192 KiB, stay in the L2 cache across its
+#: column blocks) and column blocks (each panel of B copied once per chunk and reused by
+#: the row blocks). Standalone runs of the kernel's loop structure on a 2-core Xeon
+#: (AVX-512): 1020 x 1024 x 1024 at 8 x 8 280 GFLOP/s, 16 x 4 277, 8 x 1 249; 2040 x 4096 x
+#: 2048 at 16 x 16 278-283, 8 x 1 221.
+CPU_NN_MAX_BLOCKS = (16, 16)
 
-def cpu_nn_row_blocks(M: int, N: int, groups: int, compute_units: int,
-                      cfg: CpuConfig = CPU_NN) -> int:
-    """Row blocks of ``cfg.mr`` rows that one ``sgemm_nn`` work-item computes in turn over
-    the same ``cfg.nr`` columns (the kernel's ``RB``): as many as keep at least
-    :data:`CPU_NN_ITEMS_PER_CU` work-items per compute unit. A work-item's set-up (its
-    columns' offsets and load modes) and PoCL's cost of a work-group are then paid once per
-    RB tiles, and the B panel read from memory once for them."""
-    blocks = -(-M // cfg.mr)
-    items = blocks * -(-N // cfg.nr) * groups
-    return max(1, min(blocks, items // (CPU_NN_ITEMS_PER_CU * max(1, compute_units))))
+
+def cpu_nn_blocks(M: int, N: int, groups: int, compute_units: int,
+                  cfg: CpuConfig = CPU_NN) -> tuple[int, int]:
+    """``(RB, CB)``: the row blocks (of ``cfg.mr`` rows) and column blocks (of ``cfg.nr``
+    columns) of the block of tiles one ``sgemm_nn`` work-item computes: the largest up to
+    :data:`CPU_NN_MAX_BLOCKS` that keep at least :data:`CPU_NN_ITEMS_PER_CU` work-items per
+    compute unit (the larger of the two halved first, down to one tile)."""
+    mb, nb = -(-M // cfg.mr), -(-N // cfg.nr)
+    rb, cb = min(mb, CPU_NN_MAX_BLOCKS[0]), min(nb, CPU_NN_MAX_BLOCKS[1])
+    want = CPU_NN_ITEMS_PER_CU * max(1, compute_units)
+    while (rb > 1 or cb > 1) and -(-mb // rb) * -(-nb // cb) * groups < want:
+        if cb >= rb:
+            cb = -(-cb // 2)
+        else:
+            rb = -(-rb // 2)
+    return rb, cb
 
 
 def cpu_configs(vector_width: int) -> tuple[CpuConfig, CpuConfig]:

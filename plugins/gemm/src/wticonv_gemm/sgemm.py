@@ -200,14 +200,14 @@ def _cpu_nt_args(op: GemmOp) -> tuple:
             c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(), np.int32(op.beta))
 
 
-def _cpu_nn_args(op: GemmOp, b_len: int | None, rb: int) -> tuple:
+def _cpu_nn_args(op: GemmOp, b_len: int | None, rb: int, cb: int) -> tuple:
     a, b, c, i64 = op.a, op.b, op.c, np.int64
     if b_len is None:
         b_len = op.max_offsets()["b"] + 1
     return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
             i64(a.ks), b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), i64(b.ks),
             *b.cols.args(), i64(b_len), c.buffer, i64(c.off), i64(c.gs), i64(c.ms),
-            *c.cols.args(), np.int32(op.beta), np.int32(rb), np.int32(params.CPU_NN_KC))
+            *c.cols.args(), np.int32(op.beta), np.int32(rb), np.int32(cb))
 
 
 def _gpu_args(op: GemmOp, nbs: int) -> tuple:
@@ -261,11 +261,11 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
                                                              compute_units, cfg),
                           _traffic(op), prod(grid) * params.CPU_NT_ITEM_S / compute_units)
         cfg = nn_cfg
-        rb = params.cpu_nn_row_blocks(op.M, op.N, op.groups, compute_units, cfg)
-        grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // cfg.nr), op.groups)
+        rb, cb = params.cpu_nn_blocks(op.M, op.N, op.groups, compute_units, cfg)
+        grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
         return KERNELS.launch("sgemm_cpu.cl", "sgemm_nn", cfg.options, grid, (1, 1, 1),
-                      lambda: _cpu_nn_args(op, b_len, rb),
+                      lambda: _cpu_nn_args(op, b_len, rb, cb),
                       op.flops, params.cpu_nn_efficiency(op.M, op.N, op.K * op.nb, op.groups,
                                                          compute_units, contiguous, cfg,
                                                          scattered=op.c.cols.ws > 1),

@@ -9,19 +9,20 @@
  * Two kernels:
  *  - sgemm_nn: a register tile of GEMM_MR rows x 2*GEMM_VW columns held in two vector
  *    registers per row; per k it broadcasts GEMM_MR scalars of A and loads two vectors of
- *    B. A vector of B is one vector load when its columns are contiguous, two loads and a
- *    select when it crosses one image boundary (1x1 convolutions on NCHW tensors), and
- *    element by element otherwise (strided columns, tiny images). Each work-item takes
- *    RB such tiles down the same columns (run-time argument), in chunks of KC reduction
- *    steps: within a chunk its tiles pass over the same KC x 2*GEMM_VW panel of B, which
- *    stays in the L1 cache, and the column set-up is paid once per work-item.
+ *    B. A work-item computes a block of RB x CB tiles (run-time arguments) in the loop
+ *    order of Goto and van de Geijn's GEMM (BLIS): the reduction in chunks of GEMM_KC
+ *    steps; per chunk and column block, the chunk's panel of B (GEMM_KC x 2*GEMM_VW) is
+ *    copied to private memory, then the RB row blocks pass over it (the panel in L1, the
+ *    RB x GEMM_MR rows of A the chunk reads in L2 across the column blocks). The copy
+ *    loads a vector of B with one vector load where its columns are contiguous, two loads
+ *    and a select where they cross one image boundary (1x1 convolutions on NCHW tensors),
+ *    element by element otherwise (strided columns, tiny images). K. Goto, R. van de
+ *    Geijn, "Anatomy of high-performance matrix multiplication", ACM TOMS 34(3), 2008.
  *  - sgemm_nt: for B given as rows along k (B(b, k, n) = B + ... + colB(n) + k, k
  *    contiguous in both operands, as in the backward-weights GEMM); each work-item
  *    computes GEMM_NT_MR x GEMM_NT_NR dot products with vector partial sums along k.
  *
  * The work-group size is 1: PoCL then runs each work-item's explicit vector code as is.
- * Grid dimension 0 walks the row blocks fastest, so the work-items that share a panel of
- * B run one after the other while it is in cache.
  */
 #ifndef GEMM_VW
 #define GEMM_VW 16       /* vector width in floats: 16 (AVX-512), 8 (AVX2), 4 (SSE, NEON) */
@@ -29,6 +30,11 @@
 #ifndef GEMM_MR
 #define GEMM_MR 12       /* rows per work-item in sgemm_nn: 2*GEMM_MR accumulator vectors +
                             3 must fit the vector registers (32 with AVX-512, 16 with AVX2) */
+#endif
+#ifndef GEMM_KC
+#define GEMM_KC 256      /* reduction steps per chunk in sgemm_nn: the chunk's panel of B,
+                            GEMM_KC x 2*GEMM_VW floats (32 KiB), is copied to private memory
+                            and stays in the L1 cache while the row blocks pass over it */
 #endif
 #ifndef GEMM_NT_MR
 #define GEMM_NT_MR 4     /* rows per work-item in sgemm_nt */
@@ -98,6 +104,19 @@ inline floatv b_load(const __global float *p, const long *off, const int mode,
         c1[i] = WTICONV_MAD(a_, (v1), c1[i]);                                             \
     }
 
+/* sgemm_nn's reduction step t is step k of batch b (t = b K + k). The run of steps from t
+ * on that stay in one batch, at most up to t1: sets its batch's two levels *b1, *b2 and its
+ * first k *k0, and returns its length. */
+inline int batch_run(const long t, const long t1, const int K, const int NB2, long *b1,
+                     long *b2, int *k0)
+{
+    const int b = (int)(t / K);
+    *k0 = (int)(t - (long)b * K);
+    *b1 = b / NB2;
+    *b2 = b - *b1 * NB2;
+    return (int)min((long)(K - *k0), t1 - t);
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2,
               __global const float *restrict A, const long a_off, const long a_gs,
@@ -108,122 +127,112 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
               const long b_len,
               __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
               const int cP, const int cWo, const long cns, const long chs, const long cws,
-              const int beta, const int RB, const int KC)
+              const int beta, const int RB, const int CB)
 {
-    const int n0 = get_global_id(1) * NR;
     const long g = get_global_id(2);
     const __global float *Ag = A + a_off + g * a_gs;
-    /* Column offsets relative to the group's B; b_len bounds every vector load. */
-    const long bbase = b_off + g * b_gs;
-    const int valid0 = clamp(N - n0, 0, VW), valid1 = clamp(N - n0 - VW, 0, VW);
-    long off0[VW], off1[VW];
-    for (int i = 0; i < VW; ++i) {
-        off0[i] = gemm_col(min(n0 + i, N - 1), bP, bWo, bns, bhs, bws);
-        off1[i] = gemm_col(min(n0 + VW + i, N - 1), bP, bWo, bns, bhs, bws);
-    }
-    int split0, split1;
-    /* Vector loads must stay inside B for every (b, k): check against the largest k and b. */
-    const long reach = bbase + ((NB - 1) / NB2) * b_bs + (min(NB, NB2) - 1) * b_bs2 +
-                       (K - 1) * b_ks;
-    const int mode0 = b_mode(off0, valid0, b_len - reach, &split0);
-    const int mode1 = b_mode(off1, valid1, b_len - reach, &split1);
-    const intv lane = VLOAD(0, LANES);
-    const intv lo0 = lane < (intv)split0, lo1 = lane < (intv)split1;
-
-    const bool fast = mode0 == B_CONTIG && mode1 == B_CONTIG;
+    const __global float *Bg = B + b_off + g * b_gs;
     __global float *Cg = C + c_off + g * c_gs;
-    long coff[NR];
-    for (int j = 0; j < NR; ++j)
-        coff[j] = gemm_col(min(n0 + j, N - 1), cP, cWo, cns, chs, cws);
-    const bool cvec = valid0 == VW && valid1 == VW && coff[VW - 1] == coff[0] + VW - 1 &&
-                      coff[NR - 1] == coff[VW] + VW - 1;
-    /* The reduction (NB batches of K steps, T in all) in chunks of KC steps; in each chunk,
-     * RB row blocks of GEMM_MR rows one after the other: they share the column set-up
-     * above, and the chunk's panel of B (KC x NR floats) stays in the L1 cache between
-     * them. The first chunk writes C (adds to it where beta), the others add to it. */
+    /* Vector loads must stay inside B for every (b, k): check against the largest k and b. */
+    const long reach = b_off + g * b_gs + ((NB - 1) / NB2) * b_bs +
+                       (min(NB, NB2) - 1) * b_bs2 + (K - 1) * b_ks;
+    const intv lane = VLOAD(0, LANES);
+    float bp[GEMM_KC * NR];          /* the chunk's panel of B, NR floats a step */
     const long T = (long)NB * K;
-    for (long t0 = 0; t0 < T; t0 += KC) {
-        const long t1 = min(T, t0 + (long)KC);
+    for (long t0 = 0; t0 < T; t0 += GEMM_KC) {
+        const long t1 = min(T, t0 + (long)GEMM_KC);
         const bool add = beta || t0 > 0;
-        for (int rb = 0; rb < RB; ++rb) {
-            const int m0 = (get_global_id(0) * RB + rb) * GEMM_MR;
-            if (m0 >= M)
+        for (int cb = 0; cb < CB; ++cb) {
+            const int n0 = (get_global_id(1) * CB + cb) * NR;
+            if (n0 >= N)
                 break;
-            long arow[GEMM_MR];
-            for (int i = 0; i < GEMM_MR; ++i)
-                arow[i] = (long)min(m0 + i, M - 1) * a_ms;
-            floatv c0[GEMM_MR], c1[GEMM_MR];
-            for (int i = 0; i < GEMM_MR; ++i) {
-                c0[i] = (floatv)(0.0f);
-                c1[i] = (floatv)(0.0f);
+            /* How this block's two vectors of columns load (offsets from the group's B). */
+            const int valid0 = clamp(N - n0, 0, VW), valid1 = clamp(N - n0 - VW, 0, VW);
+            long off0[VW], off1[VW];
+            for (int i = 0; i < VW; ++i) {
+                off0[i] = gemm_col(min(n0 + i, N - 1), bP, bWo, bns, bhs, bws);
+                off1[i] = gemm_col(min(n0 + VW + i, N - 1), bP, bWo, bns, bhs, bws);
             }
+            int split0, split1;
+            const int mode0 = b_mode(off0, valid0, b_len - reach, &split0);
+            const int mode1 = b_mode(off1, valid1, b_len - reach, &split1);
+            const intv lo0 = lane < (intv)split0, lo1 = lane < (intv)split1;
+            /* Copy the chunk's panel of B to bp: its column modes are resolved once here,
+             * every row block below reads plain vectors, and B's own row stride (which
+             * may be a multiple of 4 KiB) no longer decides where the panel lies. */
+            float *dst = bp;
             for (long t = t0; t < t1;) {
-                /* steps k0 .. k1 - 1 of batch b */
-                const int b = (int)(t / K), k0 = (int)(t - (long)b * K);
-                const int k1 = (int)min((long)K, k0 + (t1 - t)), steps = k1 - k0;
+                long b1, b2;
+                int k0;
+                const int steps = batch_run(t, t1, K, NB2, &b1, &b2, &k0);
                 t += steps;
-                const long b1 = b / NB2, b2 = b - b1 * NB2;
-                const __global float *ap[GEMM_MR];
-                for (int i = 0; i < GEMM_MR; ++i)
-                    ap[i] = Ag + b1 * a_bs + b2 * a_bs2 + arow[i] + k0 * a_ks;
-                const __global float *Bb = B + bbase + b1 * b_bs + b2 * b_bs2 + k0 * b_ks;
-                if (fast) {
-                    /* The common case (a column buffer, or whole image rows): two vloads. */
-                    const __global float *bk0 = Bb + off0[0], *bk1 = Bb + off1[0];
-                    for (int k = 0; k < steps; ++k) {
-                        const floatv v0 = VLOAD(0, bk0), v1 = VLOAD(0, bk1);
-                        bk0 += b_ks;
-                        bk1 += b_ks;
-                        ROW_MADS(v0, v1);
-                    }
-                } else if (mode0 != B_GATHER && (mode1 != B_GATHER || !valid1)) {
-                    /* Columns crossing one image boundary (1x1 convolutions on small
-                     * pictures): each vector is two plain vloads blended at the boundary
-                     * (a contiguous vector blends with itself). */
-                    const __global float *lo_p0 = Bb + off0[0];
-                    const __global float *hi_p0 = Bb + (mode0 == B_TWOSEG
-                                                        ? off0[split0] - split0 : off0[0]);
-                    const __global float *lo_p1 = Bb + (valid1 ? off1[0] : off0[0]);
-                    const __global float *hi_p1 = Bb + (valid1 && mode1 == B_TWOSEG
-                                                        ? off1[split1] - split1
-                                                        : (valid1 ? off1[0] : off0[0]));
-                    for (int k = 0; k < steps; ++k) {
-                        const floatv v0 = select(VLOAD(0, hi_p0), VLOAD(0, lo_p0), lo0);
-                        const floatv v1 = select(VLOAD(0, hi_p1), VLOAD(0, lo_p1), lo1);
-                        lo_p0 += b_ks;
-                        hi_p0 += b_ks;
-                        lo_p1 += b_ks;
-                        hi_p1 += b_ks;
-                        ROW_MADS(v0, v1);
+                const __global float *bk = Bg + b1 * b_bs + b2 * b_bs2 + k0 * b_ks;
+                if (mode0 == B_CONTIG && mode1 == B_CONTIG) {
+                    for (int k = 0; k < steps; ++k, bk += b_ks, dst += NR) {
+                        VSTORE(VLOAD(0, bk + off0[0]), 0, dst);
+                        VSTORE(VLOAD(0, bk + off1[0]), 1, dst);
                     }
                 } else {
-                    for (int k = 0; k < steps; ++k) {
-                        const __global float *bk = Bb + k * b_ks;
-                        const floatv v0 = b_load(bk, off0, mode0, split0, lo0);
-                        const floatv v1 = valid1 ? b_load(bk, off1, mode1, split1, lo1)
-                                                 : (floatv)(0.0f);
-                        ROW_MADS(v0, v1);
+                    for (int k = 0; k < steps; ++k, bk += b_ks, dst += NR) {
+                        VSTORE(b_load(bk, off0, mode0, split0, lo0), 0, dst);
+                        VSTORE(valid1 ? b_load(bk, off1, mode1, split1, lo1)
+                                      : (floatv)(0.0f), 1, dst);
                     }
                 }
             }
-            for (int i = 0; i < GEMM_MR; ++i) {
-                if (m0 + i >= M)
+            long coff[NR];
+            for (int j = 0; j < NR; ++j)
+                coff[j] = gemm_col(min(n0 + j, N - 1), cP, cWo, cns, chs, cws);
+            const bool cvec = valid0 == VW && valid1 == VW &&
+                              coff[VW - 1] == coff[0] + VW - 1 &&
+                              coff[NR - 1] == coff[VW] + VW - 1 && coff[VW] == coff[0] + VW;
+            /* RB row blocks of GEMM_MR rows pass over the panel in turn. */
+            for (int rb = 0; rb < RB; ++rb) {
+                const int m0 = (get_global_id(0) * RB + rb) * GEMM_MR;
+                if (m0 >= M)
                     break;
-                __global float *crow = Cg + (long)(m0 + i) * c_ms;
-                float r[NR];
-                VSTORE(c0[i], 0, r);
-                VSTORE(c1[i], 1, r);
-                if (cvec && coff[VW] == coff[0] + VW) {
-                    floatv lo = c0[i], hi = c1[i];
-                    if (add) {
-                        lo += VLOAD(0, crow + coff[0]);
-                        hi += VLOAD(0, crow + coff[VW]);
+                long arow[GEMM_MR];
+                for (int i = 0; i < GEMM_MR; ++i)
+                    arow[i] = (long)min(m0 + i, M - 1) * a_ms;
+                floatv c0[GEMM_MR], c1[GEMM_MR];
+                for (int i = 0; i < GEMM_MR; ++i) {
+                    c0[i] = (floatv)(0.0f);
+                    c1[i] = (floatv)(0.0f);
+                }
+                const float *bk = bp;
+                for (long t = t0; t < t1;) {
+                    long b1, b2;
+                    int k0;
+                    const int steps = batch_run(t, t1, K, NB2, &b1, &b2, &k0);
+                    t += steps;
+                    const __global float *ap[GEMM_MR];
+                    for (int i = 0; i < GEMM_MR; ++i)
+                        ap[i] = Ag + b1 * a_bs + b2 * a_bs2 + arow[i] + k0 * a_ks;
+                    for (int k = 0; k < steps; ++k) {
+                        const floatv v0 = VLOAD(0, bk), v1 = VLOAD(1, bk);
+                        bk += NR;
+                        ROW_MADS(v0, v1);
                     }
-                    VSTORE(lo, 0, crow + coff[0]);
-                    VSTORE(hi, 0, crow + coff[VW]);
-                } else {
-                    for (int j = 0; j < valid0 + valid1; ++j)
-                        crow[coff[j]] = add ? crow[coff[j]] + r[j] : r[j];
+                }
+                for (int i = 0; i < GEMM_MR; ++i) {
+                    if (m0 + i >= M)
+                        break;
+                    __global float *crow = Cg + (long)(m0 + i) * c_ms;
+                    if (cvec) {
+                        floatv lo = c0[i], hi = c1[i];
+                        if (add) {
+                            lo += VLOAD(0, crow + coff[0]);
+                            hi += VLOAD(0, crow + coff[VW]);
+                        }
+                        VSTORE(lo, 0, crow + coff[0]);
+                        VSTORE(hi, 0, crow + coff[VW]);
+                    } else {
+                        float r[NR];
+                        VSTORE(c0[i], 0, r);
+                        VSTORE(c1[i], 1, r);
+                        for (int j = 0; j < valid0 + valid1; ++j)
+                            crow[coff[j]] = add ? crow[coff[j]] + r[j] : r[j];
+                    }
                 }
             }
         }
