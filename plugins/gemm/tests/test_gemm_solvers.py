@@ -348,3 +348,40 @@ def test_cpu_column_rows_avoid_cache_set_aliasing(n, ho, expected):
     assert ld == expected
     assert plan.col_ld(p, "gpu", n) == n * ho * ho
     assert plan.col_bytes(p, "gpu", n) == n * plan.col_bytes_per_image(p)
+
+
+@pytest.mark.parametrize("M, N, K, lda, nb, beta", [
+    (40, 1000, 600, 1024, 1, 0),   # rows of A 4 KiB apart
+    (25, 1000, 300, 2048, 3, 1),   # with batches (the chunks cross them) and beta
+    (40, 1000, 600, 601, 2, 0),
+])
+def test_cpu_sgemm_blocks_and_chunks(handle, M, N, K, lda, nb, beta):
+    """sgemm_nn's blocks of tiles (all row blocks x 2 here) and its reduction chunks across batches
+    (K * nb steps, GEMM_KC a chunk: C written by the first, added to by the others), on
+    plain matrices, on the CPU."""
+    from wticonv.runtime import kit
+    from wticonv_gemm import params
+    from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
+
+    dev = handle.device
+    rng = np.random.default_rng(3)
+    A = rng.uniform(-1, 1, (nb, M, lda)).astype(np.float32)
+    B = rng.uniform(-1, 1, (nb, K, N)).astype(np.float32)
+    C0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+    op = GemmOp(M, N, K, a=Operand("a", ms=lda, ks=1, bs=M * lda),
+                b=Operand("b", ks=N, bs=K * N, cols=ColMap()),
+                c=Operand("c", ms=N, cols=ColMap()), nb=nb, beta=beta)
+    launch = gemm_launch(op, "cpu", 1)          # one compute unit: blocks of 2 x 2 tiles
+    rb, cb = params.cpu_nn_blocks(M, N, 1, 1)
+    # 16 work-items for one compute unit: every row block, 2 of the 32 column blocks each
+    assert launch.kernel == "sgemm_nn" and (rb, cb) == (-(-M // 12), 2)
+    assert launch.global_size == (1, 16, 1)
+    bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.upload(C0)}
+    if dev.kind != "cpu":
+        pytest.skip("the CPU kernel's vector code runs on CPU devices")
+    kit.enqueue(dev, [launch], bufs)
+    C = dev.download(bufs["c"], (M, N))
+    ref = sum(A[b, :, :K].astype(np.float64) @ B[b].astype(np.float64) for b in range(nb))
+    if beta:
+        ref = ref + C0
+    assert rms_range(C, ref) < 1e-6
