@@ -1,4 +1,11 @@
-"""``wticonv.torch.conv2d``: :func:`torch.nn.functional.conv2d` on wticonv, with autograd."""
+"""``wticonv.torch.conv2d``: :func:`torch.nn.functional.conv2d` on wticonv, with autograd.
+
+:func:`conv2d` checks its keyword arguments and turns the handle into the id the ops
+take, then calls :func:`conv2d_by_id`, which takes plain values only (numbers, strings,
+tensors). ``torch.fx.symbolic_trace`` records that one as one call (it is registered with
+:func:`torch.fx.wrap`), where it would otherwise trace into it with Proxy objects;
+``torch.compile`` traces through both (nothing in them takes a lock or leaves Python).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from wticonv.torch.errors import input_error, layer_error
 from wticonv.torch.handles import handle_id
 from wticonv.torch.ops import conv2d_op
 
-__all__ = ["conv2d", "pads"]
+__all__ = ["conv2d", "conv2d_by_id", "pads"]
 
 
 def _pair(value, name: str, layer: str) -> tuple[int, int]:
@@ -95,8 +102,32 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         A dtype other than float32 without ``cast``, a bad argument, shapes that do not
         fit, an invalid geometry (output size below 1...).
     LayerError (RuntimeError)
-        No solver could run the problem, or the device failed.
+        No solver could run the problem, or the device failed (a DeviceError as its
+        ``__cause__`` in a forked child: use the ``spawn`` start method).
     """
+    if not isinstance(layer, str):
+        raise input_error(f"layer={layer!r:.60} must be a str (the name errors give)", "")
+    if not isinstance(cast, bool):
+        raise input_error(f"cast={cast!r:.60} must be True or False", layer)
+    try:
+        hid = handle_id(handle)
+    except WticonvError as e:
+        raise layer_error(e, layer, "fwd") from e
+    return conv2d_by_id(input, weight, bias, stride, padding, dilation, groups, cast, layer,
+                        hid)
+
+
+# FX records conv2d_by_id as one call_function node (its arguments are plain values, so
+# the traced GraphModule's code is valid Python) instead of tracing into it with Proxies.
+torch.fx.wrap("conv2d_by_id")
+
+
+def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                 stride, padding, dilation, groups: int, cast: bool, layer: str,
+                 handle_id: int) -> torch.Tensor:
+    """:func:`conv2d` with the handle given by its id (:func:`wticonv.torch.handles.handle_id`,
+    0: the calling thread's): what :class:`wticonv.torch.Conv2d` calls, and what
+    ``torch.fx`` records. Arguments, result and errors as :func:`conv2d`'s."""
     if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
         raise input_error(f"input and weight must be tensors, got {type(input).__name__} "
                           f"and {type(weight).__name__}", layer)
@@ -111,15 +142,12 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                           f"{tuple(weight.shape)}", layer)
     st, dil = _pair(stride, "stride", layer), _pair(dilation, "dilation", layer)
     pad = pads(padding, (weight.shape[2], weight.shape[3]), st, dil, layer)
-    try:
-        hid = handle_id(handle)
-    except WticonvError as e:
-        raise layer_error(e, layer, "fwd") from e
     dtype = input.dtype
     if cast:
         input, weight = input.float(), weight.float()
         bias = None if bias is None else bias.float()
-    y = conv2d_op(input, weight, bias, list(st), list(pad), list(dil), groups, layer, hid)
+    y = conv2d_op(input, weight, bias, list(st), list(pad), list(dil), groups, layer,
+                  handle_id)
     if cast and y.dtype != dtype:
         y = y.to(dtype)
     return y.squeeze(0) if unbatched else y

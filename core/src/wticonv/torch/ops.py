@@ -18,7 +18,8 @@ Arguments, in schema order: tensors (NCHW float32: x N x C x H x W, w K x C/grou
 S, dy N x K x Ho x Wo, b of K); ``stride`` and ``dilation`` (2 ints), ``padding`` (4
 ints: top, left, bottom, right), ``groups``, ``layer`` (the name errors give),
 ``handle`` (an id from :func:`wticonv.torch.handles.handle_id`, 0: the calling thread's
-handle). Most users call :func:`wticonv.torch.conv2d` or :class:`wticonv.torch.Conv2d`.
+handle; an autograd graph keeps the handle alive until its backward has run). Most users
+call :func:`wticonv.torch.conv2d` or :class:`wticonv.torch.Conv2d`.
 
 Errors: wticonv's errors surface as :class:`~wticonv.torch.errors.LayerError` (a
 RuntimeError) or :class:`~wticonv.torch.errors.LayerInputError` (also a ValueError),
@@ -34,7 +35,7 @@ import wticonv.api as api
 from wticonv.errors import WticonvError
 from wticonv.torch import timing
 from wticonv.torch.errors import input_error, layer_error
-from wticonv.torch.handles import resolve
+from wticonv.torch.handles import lookup, resolve
 from wticonv.torch.tensors import check_float32, from_host, to_host
 
 __all__ = ["conv2d_op", "conv2d_input_op", "conv2d_weight_op", "output_hw"]
@@ -162,6 +163,7 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(input, weight)
     ctx.has_bias = bias is not None
     ctx.args = (stride, padding, dilation, groups, layer, handle)
+    ctx.handle = lookup(handle)   # the ops find it by id, through a weak lookup
 
 
 def _backward(ctx, grad_output):
