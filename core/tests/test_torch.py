@@ -164,6 +164,81 @@ def test_other_dtypes_are_refused_unless_cast():
         wt.conv2d(torch.ones(1, 2, 5, 5, dtype=torch.int64), w.float())
 
 
+def test_cast_refuses_what_it_cannot_compute_and_mixed_dtypes():
+    w = torch.randn(3, 2, 3, 3)
+    for dtype in (torch.complex64, torch.int64, torch.bool):
+        x = torch.ones(1, 2, 5, 5, dtype=dtype)
+        with pytest.raises(wt.LayerInputError,
+                           match=rf"layer 'c'.*input is {dtype}; cast=True computes float16"):
+            wt.conv2d(x, w.to(dtype), cast=True, layer="c")
+    with pytest.raises(wt.LayerInputError, match="not complex, integer or bool ones"):
+        wt.conv2d(torch.ones(1, 2, 5, 5, dtype=torch.complex64), w.to(torch.complex64))
+    x = torch.randn(1, 2, 5, 5)
+    with pytest.raises(RuntimeError):
+        F.conv2d(x, w.double())                    # torch refuses mixed dtypes too
+    for cast in (False, True):
+        with pytest.raises(wt.LayerInputError,
+                           match=r"input is torch.float32 but weight is torch.float64.*one "
+                                 r"dtype.*weight.to\(input.dtype\)"):
+            wt.conv2d(x, w.double(), cast=cast)
+        with pytest.raises(wt.LayerInputError, match="but bias is torch.float16"):
+            wt.conv2d(x, w, torch.zeros(3, dtype=torch.float16), cast=cast)
+    # what cast=True takes: computed in float32, returned in the input's dtype
+    for dtype, bound in ((torch.float16, 2e-3), (torch.bfloat16, 1e-2), (torch.float64, 1e-6)):
+        xd, wd = x.to(dtype), w.to(dtype)
+        y = wt.conv2d(xd, wd, cast=True)
+        ref = F.conv2d(xd.double(), wd.double())
+        assert y.dtype == dtype and rms_range(y.double().numpy(), ref.numpy()) < bound
+
+
+# (op, make the arguments, what the error says): what the ops refuse, and their fakes too
+_REFUSED = {
+    "channels": ("conv2d", lambda: ((2, 5, 8, 8), (4, 3, 3, 3), None, 1), r"has C=5 channels"),
+    "too_small": ("conv2d", lambda: ((1, 3, 2, 2), (4, 3, 5, 5), None, 1),
+                  r"ProblemError: invalid problem: output h size < 1"),
+    "k_groups": ("conv2d", lambda: ((2, 4, 8, 8), (3, 2, 3, 3), None, 2),
+                 r"groups=2 must divide k=3"),
+    "bias": ("conv2d", lambda: ((2, 3, 8, 8), (4, 3, 3, 3), (5,), 1),
+             r"bias must have shape \(4,\)"),
+    "bwd_dy": ("conv2d_input", lambda: ((2, 3, 9, 9), (4, 3, 3, 3), (2, 4, 6, 6), 1),
+               r"\(backward data\).*grad_output has shape \(2, 4, 6, 6\)"),
+    "bwd_channels": ("conv2d_input", lambda: ((2, 5, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), 1),
+                     r"\(backward data\).*has C=5 channels"),
+    "bwd_dtype": ("conv2d_input", lambda: ((2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), 1,
+                                           torch.float64), r"weight is torch.float64"),
+    "wrw_dy": ("conv2d_weight", lambda: ((2, 3, 8, 8), (4, 3, 2, 2), (2, 4, 6, 6), 1),
+               r"\(backward weights\).*grad_output has shape"),
+    "wrw_dtype": ("conv2d_weight", lambda: ((2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), 1,
+                                            torch.float16), r"input is torch.float16"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_fakes_refuse_what_the_ops_refuse(case):
+    """A meta tensor (the fake implementation, as torch.compile runs it) gets the error
+    the op raises on real tensors, not an output of negative or zero size."""
+    op, make, match = _REFUSED[case]
+    xs, ws, third, groups, *dtype = make()
+    dtype = dtype[0] if dtype else torch.float32
+    geo = ([1, 1], [0, 0, 0, 0], [1, 1], groups, "blk.conv", 0)
+    errors = []
+    for device in ("cpu", "meta"):
+        x, w = torch.ones(xs, device=device), torch.ones(ws, device=device)
+        with pytest.raises(wt.LayerInputError, match=match) as e:
+            if op == "conv2d":
+                b = None if third is None else torch.ones(third, device=device)
+                torch.ops.wticonv.conv2d(x, w, b, *geo)
+            elif op == "conv2d_input":
+                torch.ops.wticonv.conv2d_input(w.to(dtype), torch.ones(third, device=device),
+                                               list(xs), *geo)
+            else:
+                torch.ops.wticonv.conv2d_weight(x.to(dtype), torch.ones(third, device=device),
+                                                list(ws), *geo)
+        assert e.value.layer == "blk.conv"
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
 def test_errors_name_the_layer():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 5))
     report = wt.replace_convs(model)

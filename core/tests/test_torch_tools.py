@@ -64,6 +64,26 @@ def test_compile_fullgraph_with_and_without_a_handle(own_handle):
         assert _close(a, b)
 
 
+def test_compile_reports_wticonv_s_error_naming_the_layer():
+    """A 2x2 picture into a 5x5 filter: the fake implementation made a tensor of size -2
+    ('negative dimension'), reported as a TorchRuntimeError; now the functional's check
+    raises during tracing, and torch.compile (without fullgraph) gives the
+    LayerInputError itself."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 5))
+    wt.replace_convs(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager")
+    with pytest.raises(wt.LayerInputError, match=r"layer '0' \(forward\).*output h size < 1"
+                       ) as e:
+        compiled(torch.randn(1, 3, 2, 2))
+    assert e.value.layer == "0" and isinstance(e.value.__cause__, wticonv.ProblemError)
+    torch._dynamo.reset()           # fullgraph: Dynamo's own error, saying what to do
+    with pytest.raises(torch._dynamo.exc.Unsupported,
+                       match="wticonv.torch refuses this convolution; run it without "
+                             "fullgraph=True"):
+        torch.compile(model, backend="aot_eager", fullgraph=True)(torch.randn(1, 3, 2, 2))
+
+
 def test_fx_symbolic_trace_records_one_call_per_convolution():
     """FX treats torch.nn's modules as leaves but traced into ours, whose functional
     refused its Proxy objects; conv2d_by_id is an FX leaf function now."""

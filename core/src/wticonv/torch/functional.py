@@ -18,6 +18,8 @@ from wticonv.handle import Handle
 from wticonv.torch.errors import input_error, layer_error
 from wticonv.torch.handles import handle_id
 from wticonv.torch.ops import conv2d_op
+from wticonv.torch.shapes import check_problem
+from wticonv.torch.tensors import check_dtypes
 
 __all__ = ["conv2d", "conv2d_by_id", "pads"]
 
@@ -84,9 +86,9 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         The device and selection cache to use; by default the calling thread's
         (:func:`wticonv.torch.thread_handle`).
     cast : bool
-        False (default): tensors must be float32. True: other floating dtypes (float64,
-        float16, bfloat16) are computed in float32 and the result cast back to
-        ``input``'s dtype.
+        False (default): tensors must be float32. True: float16, bfloat16 and float64
+        tensors are computed in float32 and the result cast back to ``input``'s dtype
+        (other dtypes are refused, as are tensors of different dtypes).
     layer : str
         The name error messages give.
 
@@ -99,8 +101,9 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     Raises
     ------
     LayerInputError (RuntimeError and ValueError)
-        A dtype other than float32 without ``cast``, a bad argument, shapes that do not
-        fit, an invalid geometry (output size below 1...).
+        A dtype other than float32 without ``cast``, one that ``cast`` cannot compute,
+        tensors of different dtypes, a bad argument, shapes that do not fit, an invalid
+        geometry (output size below 1...).
     LayerError (RuntimeError)
         No solver could run the problem, or the device failed (a DeviceError as its
         ``__cause__`` in a forked child: use the ``spawn`` start method).
@@ -142,6 +145,10 @@ def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
                           f"{tuple(weight.shape)}", layer)
     st, dil = _pair(stride, "stride", layer), _pair(dilation, "dilation", layer)
     pad = pads(padding, (weight.shape[2], weight.shape[3]), st, dil, layer)
+    check_dtypes(input, weight, bias, cast, layer)
+    if not torch.jit.is_tracing():     # its sizes are traced tensors (the op checks again)
+        check_problem(input.shape, weight.shape, st, pad, dil, groups, layer, "fwd",
+                      bias_shape=None if bias is None else bias.shape)
     dtype = input.dtype
     if cast:
         input, weight = input.float(), weight.float()
