@@ -341,6 +341,35 @@ def test_arguments_are_checked_when_given():
         wt.conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 1, 1), cast="no")
 
 
+def test_double_backward_matches_torch():
+    """A gradient penalty: the gradient ops' own gradients are the three ops again."""
+    g = torch.Generator().manual_seed(11)
+    x0, w0 = torch.randn(2, 4, 7, 6, generator=g), torch.randn(6, 2, 3, 3, generator=g)
+    b0, m = torch.randn(6, generator=g), torch.randn(6, 2, 3, 3, generator=g)
+
+    def grads(conv, dtype):
+        x, w, b = (t.to(dtype, copy=True).requires_grad_() for t in (x0, w0, b0))
+        y = conv(x, w, b, stride=2, padding=1, groups=2)
+        gx, gw = torch.autograd.grad((y ** 2).sum(), (x, w), create_graph=True)
+        ((gx ** 2).sum() + (gw * m.to(dtype)).sum()).backward()
+        return x.grad, w.grad, b.grad
+
+    ours, ref = grads(wt.conv2d, torch.float32), grads(F.conv2d, torch.float64)
+    for got, want in zip(ours, ref, strict=True):
+        assert rms_range(got.double().numpy(), want.numpy()) < 1e-5
+
+
+def test_channels_last_in_channels_last_out():
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(2, 3, 8, 7, generator=g), torch.randn(4, 3, 3, 3, generator=g)
+    cl = torch.channels_last
+    for xi, wi in ((x.to(memory_format=cl), w), (x, w.to(memory_format=cl)), (x, w)):
+        y, ref = wt.conv2d(xi, wi, padding=1), F.conv2d(xi, wi, padding=1)
+        assert y.stride() == ref.stride()
+        assert rms_range(y.numpy(), ref.numpy()) < 1e-5
+    assert wt.conv2d(x.to(memory_format=cl), w).is_contiguous(memory_format=cl)
+
+
 def test_selection_is_ranked_once_per_shape(monkeypatch):
     import wticonv.handle as handle_mod
 

@@ -1,5 +1,5 @@
 """wticonv.torch under PyTorch's tools: torch.compile, torch.fx, copies and pickling,
-fuse_conv_bn_eval, handles' lifetime, forked processes.
+fuse_conv_bn_eval, autocast, handles' lifetime, forked processes.
 
 Skipped without torch, as test_torch.py. The compile tests use the ``aot_eager`` backend:
 Dynamo traces the Python code (graph breaks, guards) and AOTAutograd runs the fake
@@ -186,6 +186,25 @@ def test_handles_are_freed_with_their_users():
     gc.collect()
     assert [r() for r in refs] == [None] * 6
     assert len(_by_uid) == before
+
+
+def test_autocast_regions_compute_in_float32():
+    """In torch.autocast("cpu", bfloat16) a replaced conv fed bfloat16 activations raised
+    'pass cast=True'; the ops' autocast rule casts their inputs to float32, and the
+    result is float32 (torch's own conv gives bfloat16 there)."""
+    ref, ours = _pair_of_models(4)
+    wt.replace_convs(ours)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = ours(x)
+        xb = x.bfloat16().requires_grad_()
+        yb = ours(xb)
+        torch_dtype = ref(x).dtype
+    assert torch_dtype == torch.bfloat16
+    assert y.dtype == torch.float32 and _close(y, ref(x))
+    assert yb.dtype == torch.float32 and _close(yb, ref(xb.float()))
+    yb.sum().backward()
+    assert xb.grad.dtype == torch.bfloat16 and ours[0].weight.grad.dtype == torch.float32
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

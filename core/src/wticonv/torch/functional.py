@@ -19,7 +19,7 @@ from wticonv.torch.errors import input_error, layer_error
 from wticonv.torch.handles import handle_id
 from wticonv.torch.ops import conv2d_op
 from wticonv.torch.shapes import check_problem
-from wticonv.torch.tensors import check_dtypes
+from wticonv.torch.tensors import check_castable, check_dtypes
 
 __all__ = ["conv2d", "conv2d_by_id", "pads"]
 
@@ -72,7 +72,7 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
            handle: Handle | None = None, cast: bool = False,
            layer: str = "") -> torch.Tensor:
     """2-D convolution as :func:`torch.nn.functional.conv2d`, run by wticonv, with autograd
-    (backward data and backward weights are wticonv's too).
+    (backward data and backward weights are wticonv's too, and so are their gradients).
 
     Parameters
     ----------
@@ -94,9 +94,10 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
 
     Returns
     -------
-    Tensor, N x K x Ho x Wo, on ``input``'s device, ``input``'s dtype. A CPU float32
-    tensor reaches a CPU (PoCL) device without a copy; another device's tensors go
-    through host copies (docs/pytorch.md gives their measured cost).
+    Tensor, N x K x Ho x Wo, on ``input``'s device, ``input``'s dtype (float32 inside an
+    autocast region without ``cast``), channels_last where ``input`` or ``weight`` is (as
+    torch). A CPU float32 tensor reaches a CPU (PoCL) device without a copy; another
+    device's tensors go through host copies (docs/pytorch.md gives their measured cost).
 
     Raises
     ------
@@ -125,6 +126,15 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
 torch.fx.wrap("conv2d_by_id")
 
 
+def _autocast(device: torch.device) -> bool:
+    """Inside an autocast region for ``device`` (the ops' autocast rule: CPU and CUDA)."""
+    return device.type in ("cpu", "cuda") and torch.is_autocast_enabled(device.type)
+
+
+def _channels_last(t: torch.Tensor) -> bool:
+    return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
 def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                  stride, padding, dilation, groups: int, cast: bool, layer: str,
                  handle_id: int) -> torch.Tensor:
@@ -145,16 +155,24 @@ def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
                           f"{tuple(weight.shape)}", layer)
     st, dil = _pair(stride, "stride", layer), _pair(dilation, "dilation", layer)
     pad = pads(padding, (weight.shape[2], weight.shape[3]), st, dil, layer)
-    check_dtypes(input, weight, bias, cast, layer)
+    if not _autocast(input.device):
+        check_dtypes(input, weight, bias, cast, layer)
+    elif cast:      # autocast: its rule (float32) makes the dtypes match, not torch's check
+        for what, t in (("input", input), ("weight", weight), ("bias", bias)):
+            if t is not None:
+                check_castable(t, what, layer)
     if not torch.jit.is_tracing():     # its sizes are traced tensors (the op checks again)
         check_problem(input.shape, weight.shape, st, pad, dil, groups, layer, "fwd",
                       bias_shape=None if bias is None else bias.shape)
     dtype = input.dtype
+    channels_last = _channels_last(input) or _channels_last(weight)
     if cast:
         input, weight = input.float(), weight.float()
         bias = None if bias is None else bias.float()
     y = conv2d_op(input, weight, bias, list(st), list(pad), list(dil), groups, layer,
                   handle_id)
+    if channels_last:
+        y = y.contiguous(memory_format=torch.channels_last)
     if cast and y.dtype != dtype:
         y = y.to(dtype)
     return y.squeeze(0) if unbatched else y

@@ -11,9 +11,12 @@ op                            computes (wticonv's NumPy API)
 Registered with :func:`torch.library.custom_op` (PyTorch 2.4+), each with a fake
 implementation (shapes and dtypes only, for meta tensors, FakeTensor and
 ``torch.compile``) that checks what the op checks (:func:`wticonv.torch.shapes.check_problem`)
-and raises the same :class:`~wticonv.torch.errors.LayerInputError`.
-``wticonv::conv2d`` has a backward (:func:`torch.library.register_autograd`) that calls
-the two gradient ops (and sums dy for the bias). Double backward is not supported.
+and raises the same :class:`~wticonv.torch.errors.LayerInputError`. Each has a backward
+(:func:`torch.library.register_autograd`) made of the three ops: ``wticonv::conv2d``'s
+calls the two gradient ops (and sums dy for the bias); the gradient ops are bilinear, so
+theirs are the other two ops again (double backward, e.g. gradient penalties). Inside an
+autocast region (:func:`torch.library.register_autocast`, CPU and CUDA) their floating
+inputs other than float64 are cast to float32, and the result is float32.
 
 Arguments, in schema order: tensors (NCHW float32: x N x C x H x W, w K x C/groups x R x
 S, dy N x K x Ho x Wo, b of K); ``stride`` and ``dilation`` (2 ints), ``padding`` (4
@@ -160,26 +163,75 @@ def _conv2d_weight_fake(input, grad_output, weight_size, stride, padding, dilati
     return grad_output.new_empty(tuple(weight_size))
 
 
-def _setup_context(ctx, inputs, output):
-    input, weight, bias, stride, padding, dilation, groups, layer, handle = inputs
-    ctx.save_for_backward(input, weight)
-    ctx.has_bias = bias is not None
+# Autograd. Every op is linear in each of its two tensors (y = conv(x, w): <dy, y> =
+# <dx, x> = <dw, w>), so each one's gradients are two of the three ops:
+#   y  = conv2d(x, w)           -> dx = conv2d_input(w, dy),  dw = conv2d_weight(x, dy)
+#   dx = conv2d_input(w, dy)    -> for g of x's shape: dw = conv2d_weight(g, dy),
+#                                  d(dy) = conv2d(g, w)
+#   dw = conv2d_weight(x, dy)   -> for g of w's shape: dx = conv2d_input(g, dy),
+#                                  d(dy) = conv2d(x, g)
+# ctx.handle keeps an explicit handle alive until the backward has run (the ops find it
+# by id, through a lookup that holds no reference).
+
+def _save(ctx, a: Tensor, b: Tensor, rest) -> None:
+    stride, padding, dilation, groups, layer, handle = rest
+    ctx.save_for_backward(a, b)
     ctx.args = (stride, padding, dilation, groups, layer, handle)
-    ctx.handle = lookup(handle)   # the ops find it by id, through a weak lookup
+    ctx.handle = lookup(handle)
 
 
-def _backward(ctx, grad_output):
+def _setup_conv2d(ctx, inputs, output):
+    input, weight, bias = inputs[:3]
+    _save(ctx, input, weight, inputs[3:])
+    ctx.has_bias = bias is not None
+
+
+def _backward_conv2d(ctx, grad_output):
     input, weight = ctx.saved_tensors
-    args = ctx.args
     grad_output = grad_output.contiguous()
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
-        dx = conv2d_input_op(weight, grad_output, list(input.shape), *args)
+        dx = conv2d_input_op(weight, grad_output, list(input.shape), *ctx.args)
     if ctx.needs_input_grad[1]:
-        dw = conv2d_weight_op(input, grad_output, list(weight.shape), *args)
+        dw = conv2d_weight_op(input, grad_output, list(weight.shape), *ctx.args)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = grad_output.sum((0, 2, 3))
     return dx, dw, db, None, None, None, None, None, None
 
 
-conv2d_op.register_autograd(_backward, setup_context=_setup_context)
+def _setup_gradient(ctx, inputs, output):
+    _save(ctx, inputs[0], inputs[1], inputs[3:])
+
+
+def _backward_input(ctx, g):
+    weight, grad_output = ctx.saved_tensors
+    g = g.contiguous()
+    dw = ddy = None
+    if ctx.needs_input_grad[0]:
+        dw = conv2d_weight_op(g, grad_output, list(weight.shape), *ctx.args)
+    if ctx.needs_input_grad[1]:
+        ddy = conv2d_op(g, weight, None, *ctx.args)
+    return dw, ddy, None, None, None, None, None, None, None
+
+
+def _backward_weight(ctx, g):
+    input, grad_output = ctx.saved_tensors
+    g = g.contiguous()
+    dx = ddy = None
+    if ctx.needs_input_grad[0]:
+        dx = conv2d_input_op(g, grad_output, list(input.shape), *ctx.args)
+    if ctx.needs_input_grad[1]:
+        ddy = conv2d_op(input, g, None, *ctx.args)
+    return dx, ddy, None, None, None, None, None, None, None
+
+
+conv2d_op.register_autograd(_backward_conv2d, setup_context=_setup_conv2d)
+conv2d_input_op.register_autograd(_backward_input, setup_context=_setup_gradient)
+conv2d_weight_op.register_autograd(_backward_weight, setup_context=_setup_gradient)
+
+#: Whether the ops have their autocast rule (torch.library.register_autocast: recent
+#: torch; without it, autocast's bfloat16/float16 activations are refused as outside).
+AUTOCAST = hasattr(torch.library, "register_autocast")
+for _op in (conv2d_op, conv2d_input_op, conv2d_weight_op) if AUTOCAST else ():
+    for _device_type in ("cpu", "cuda"):
+        torch.library.register_autocast(_op, _device_type, torch.float32)
