@@ -64,6 +64,17 @@ def test_compile_fullgraph_with_and_without_a_handle(own_handle):
         assert _close(a, b)
 
 
+def test_compile_with_dynamic_shapes_and_same_padding():
+    """padding="same" of a weight with dynamic shapes is a list of SymInts, which the
+    fake implementation's geometry check must take as ints."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, w: wt.conv2d(x, w, padding="same", layer="dyn"),
+                             dynamic=True, fullgraph=True, backend="aot_eager")
+    for xs, ws in (((1, 2, 8, 8), (3, 2, 3, 3)), ((2, 2, 9, 7), (3, 2, 5, 5))):
+        x, w = torch.randn(xs), torch.randn(ws)
+        assert _close(compiled(x, w), F.conv2d(x, w, padding="same"))
+
+
 def test_compile_reports_wticonv_s_error_naming_the_layer():
     """A 2x2 picture into a 5x5 filter: the fake implementation made a tensor of size -2
     ('negative dimension'), reported as a TorchRuntimeError; now the functional's check

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
 from wticonv.errors import ProblemError, TensorError
 from wticonv.torch.errors import input_error, layer_error
 
@@ -31,12 +33,13 @@ def output_hw(h, w, r, s, stride, padding, dilation):
 
 
 def _ints(values) -> bool:
-    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    """Ints, or SymInts (``padding="same"`` of a weight with dynamic shapes)."""
+    return all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in values)
 
 
 def check_geometry(stride, padding, dilation, groups, layer: str, direction: str) -> None:
     """``stride`` and ``dilation`` 2 ints >= 1, ``padding`` 4 ints >= 0 (top, left,
-    bottom, right), ``groups`` an int >= 1.
+    bottom, right; SymInts too), ``groups`` an int >= 1.
 
     Raises
     ------
