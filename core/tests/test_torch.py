@@ -164,6 +164,81 @@ def test_other_dtypes_are_refused_unless_cast():
         wt.conv2d(torch.ones(1, 2, 5, 5, dtype=torch.int64), w.float())
 
 
+def test_cast_refuses_what_it_cannot_compute_and_mixed_dtypes():
+    w = torch.randn(3, 2, 3, 3)
+    for dtype in (torch.complex64, torch.int64, torch.bool):
+        x = torch.ones(1, 2, 5, 5, dtype=dtype)
+        with pytest.raises(wt.LayerInputError,
+                           match=rf"layer 'c'.*input is {dtype}; cast=True computes float16"):
+            wt.conv2d(x, w.to(dtype), cast=True, layer="c")
+    with pytest.raises(wt.LayerInputError, match="not complex, integer or bool ones"):
+        wt.conv2d(torch.ones(1, 2, 5, 5, dtype=torch.complex64), w.to(torch.complex64))
+    x = torch.randn(1, 2, 5, 5)
+    with pytest.raises(RuntimeError):
+        F.conv2d(x, w.double())                    # torch refuses mixed dtypes too
+    for cast in (False, True):
+        with pytest.raises(wt.LayerInputError,
+                           match=r"input is torch.float32 but weight is torch.float64.*one "
+                                 r"dtype.*weight.to\(input.dtype\)"):
+            wt.conv2d(x, w.double(), cast=cast)
+        with pytest.raises(wt.LayerInputError, match="but bias is torch.float16"):
+            wt.conv2d(x, w, torch.zeros(3, dtype=torch.float16), cast=cast)
+    # what cast=True takes: computed in float32, returned in the input's dtype
+    for dtype, bound in ((torch.float16, 2e-3), (torch.bfloat16, 1e-2), (torch.float64, 1e-6)):
+        xd, wd = x.to(dtype), w.to(dtype)
+        y = wt.conv2d(xd, wd, cast=True)
+        ref = F.conv2d(xd.double(), wd.double())
+        assert y.dtype == dtype and rms_range(y.double().numpy(), ref.numpy()) < bound
+
+
+# (op, make the arguments, what the error says): what the ops refuse, and their fakes too
+_REFUSED = {
+    "channels": ("conv2d", lambda: ((2, 5, 8, 8), (4, 3, 3, 3), None, 1), r"has C=5 channels"),
+    "too_small": ("conv2d", lambda: ((1, 3, 2, 2), (4, 3, 5, 5), None, 1),
+                  r"ProblemError: invalid problem: output h size < 1"),
+    "k_groups": ("conv2d", lambda: ((2, 4, 8, 8), (3, 2, 3, 3), None, 2),
+                 r"groups=2 must divide k=3"),
+    "bias": ("conv2d", lambda: ((2, 3, 8, 8), (4, 3, 3, 3), (5,), 1),
+             r"bias must have shape \(4,\)"),
+    "bwd_dy": ("conv2d_input", lambda: ((2, 3, 9, 9), (4, 3, 3, 3), (2, 4, 6, 6), 1),
+               r"\(backward data\).*grad_output has shape \(2, 4, 6, 6\)"),
+    "bwd_channels": ("conv2d_input", lambda: ((2, 5, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), 1),
+                     r"\(backward data\).*has C=5 channels"),
+    "bwd_dtype": ("conv2d_input", lambda: ((2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), 1,
+                                           torch.float64), r"weight is torch.float64"),
+    "wrw_dy": ("conv2d_weight", lambda: ((2, 3, 8, 8), (4, 3, 2, 2), (2, 4, 6, 6), 1),
+               r"\(backward weights\).*grad_output has shape"),
+    "wrw_dtype": ("conv2d_weight", lambda: ((2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), 1,
+                                            torch.float16), r"input is torch.float16"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_fakes_refuse_what_the_ops_refuse(case):
+    """A meta tensor (the fake implementation, as torch.compile runs it) gets the error
+    the op raises on real tensors, not an output of negative or zero size."""
+    op, make, match = _REFUSED[case]
+    xs, ws, third, groups, *dtype = make()
+    dtype = dtype[0] if dtype else torch.float32
+    geo = ([1, 1], [0, 0, 0, 0], [1, 1], groups, "blk.conv", 0)
+    errors = []
+    for device in ("cpu", "meta"):
+        x, w = torch.ones(xs, device=device), torch.ones(ws, device=device)
+        with pytest.raises(wt.LayerInputError, match=match) as e:
+            if op == "conv2d":
+                b = None if third is None else torch.ones(third, device=device)
+                torch.ops.wticonv.conv2d(x, w, b, *geo)
+            elif op == "conv2d_input":
+                torch.ops.wticonv.conv2d_input(w.to(dtype), torch.ones(third, device=device),
+                                               list(xs), *geo)
+            else:
+                torch.ops.wticonv.conv2d_weight(x.to(dtype), torch.ones(third, device=device),
+                                                list(ws), *geo)
+        assert e.value.layer == "blk.conv"
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
 def test_errors_name_the_layer():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 5))
     report = wt.replace_convs(model)
@@ -189,16 +264,36 @@ def test_replace_convs_reports_and_shares_parameters():
     ref = {k: v.clone() for k, v in model.state_dict().items()}
     params = list(model.parameters())
     report = wt.replace_convs(model)
-    assert report.replaced == ["0", "1", "4"] and report.count == 3
+    # the module at 1 and 3 is one module: both names listed, counted once
+    assert report.replaced == ["0", "1", "3", "4"] and report.count == 3
+    assert report.shared == {"3": "1"}
     assert set(report.left) == {"5", "6"}
     assert "subclass" in report.left["5"] and "float64" in report.left["6"]
     assert report.already == ["7"]
     assert model[1] is model[3] and isinstance(model[1], wt.Conv2d)
+    assert model[1].wticonv_name == "1"
     assert type(model[5]) is _MyConv and type(model[6]) is nn.Conv2d
     assert list(model.parameters()) == params     # the same Parameter objects
     assert model.state_dict().keys() == ref.keys()
-    assert "3 replaced, 2 left alone, 1 already" in str(report)
+    text = str(report)
+    assert "3 replaced, 2 left alone, 1 already" in text
+    assert "one module at 2 places: 1, 3 (errors name it '1')" in text
+    again = wt.replace_convs(model)
+    assert again.already == ["0", "1", "3", "4", "7"] and again.shared == {"3": "1"}
+    assert again.count == 0 and "0 replaced, 2 left alone, 4 already" in str(again)
     assert wt.replace_convs(nn.Conv2d(1, 1, 1)).left[""].startswith("the model itself")
+
+
+def test_replace_convs_names_a_module_shared_inside_two_containers():
+    block = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.ReLU())
+    left = _MyConv(2, 2, 1)
+    model = nn.Sequential(block, block, left, left)
+    report = wt.replace_convs(model)
+    assert report.replaced == ["0.0", "1.0"] and report.count == 1
+    assert list(report.left) == ["2", "3"] and report.left["3"] == report.left["2"]
+    assert report.shared == {"1.0": "0.0", "3": "2"}
+    assert model[0][0] is model[1][0] and isinstance(model[0][0], wt.Conv2d)
+    assert "1 replaced, 1 left alone, 0 already" in str(report)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -220,6 +315,59 @@ def test_conv2d_is_a_drop_in(kwargs):
     g = torch.autograd.grad(y, [x, *ours.parameters()], dy)
     for a, b in zip(g, g_ref, strict=True):
         assert rms_range(a.numpy(), b.numpy()) < 1e-5
+
+
+def test_arguments_are_checked_when_given():
+    """Not at the first forward, where a bad handle= or cast= used to surface."""
+    with pytest.raises(wticonv.ArgumentError, match=r"Conv2d\(handle=...\).*not a wticonv"):
+        wt.Conv2d(1, 1, 1, handle=42)
+    with pytest.raises(wticonv.ArgumentError, match=r"Conv2d\(cast='no'\).*True or False"):
+        wt.Conv2d(1, 1, 1, cast="no")
+    with pytest.raises(wticonv.ArgumentError, match="name must be a str"):
+        wt.Conv2d(1, 1, 1, name=3)
+    model = nn.Sequential(nn.Conv2d(1, 1, 1))
+    with pytest.raises(wticonv.ArgumentError, match=r"replace_convs\(handle=...\): handle="):
+        wt.replace_convs(model, handle="gpu")
+    with pytest.raises(wticonv.ArgumentError, match=r"replace_convs\(cast=1\)"):
+        wt.replace_convs(model, cast=1)
+    assert type(model[0]) is nn.Conv2d               # the model was not changed
+    conv = wt.Conv2d(1, 1, 1)
+    with pytest.raises(wticonv.ArgumentError, match="wticonv_handle"):
+        conv.wticonv_handle = "gpu"
+    h = wt.thread_handle()
+    conv.wticonv_handle = h
+    assert conv.wticonv_handle is h and conv._wticonv_hid == h.uid
+    with pytest.raises(wt.LayerInputError, match="cast='no' must be True or False"):
+        wt.conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 1, 1), cast="no")
+
+
+def test_double_backward_matches_torch():
+    """A gradient penalty: the gradient ops' own gradients are the three ops again."""
+    g = torch.Generator().manual_seed(11)
+    x0, w0 = torch.randn(2, 4, 7, 6, generator=g), torch.randn(6, 2, 3, 3, generator=g)
+    b0, m = torch.randn(6, generator=g), torch.randn(6, 2, 3, 3, generator=g)
+
+    def grads(conv, dtype):
+        x, w, b = (t.to(dtype, copy=True).requires_grad_() for t in (x0, w0, b0))
+        y = conv(x, w, b, stride=2, padding=1, groups=2)
+        gx, gw = torch.autograd.grad((y ** 2).sum(), (x, w), create_graph=True)
+        ((gx ** 2).sum() + (gw * m.to(dtype)).sum()).backward()
+        return x.grad, w.grad, b.grad
+
+    ours, ref = grads(wt.conv2d, torch.float32), grads(F.conv2d, torch.float64)
+    for got, want in zip(ours, ref, strict=True):
+        assert rms_range(got.double().numpy(), want.numpy()) < 1e-5
+
+
+def test_channels_last_in_channels_last_out():
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(2, 3, 8, 7, generator=g), torch.randn(4, 3, 3, 3, generator=g)
+    cl = torch.channels_last
+    for xi, wi in ((x.to(memory_format=cl), w), (x, w.to(memory_format=cl)), (x, w)):
+        y, ref = wt.conv2d(xi, wi, padding=1), F.conv2d(xi, wi, padding=1)
+        assert y.stride() == ref.stride()
+        assert rms_range(y.numpy(), ref.numpy()) < 1e-5
+    assert wt.conv2d(x.to(memory_format=cl), w).is_contiguous(memory_format=cl)
 
 
 def test_selection_is_ranked_once_per_shape(monkeypatch):

@@ -6,8 +6,10 @@ convolutions; the NumPy API uses a default one (:func:`get_handle`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +35,7 @@ from wticonv.problem.tensors import (
     as_tensors,
     check_buffers,
 )
-from wticonv.runtime.device import Device, select_device
+from wticonv.runtime.device import Device, check_not_forked, select_device
 from wticonv.selection.ranking import (
     Selection,
     Verdict,
@@ -42,7 +44,12 @@ from wticonv.selection.ranking import (
     workspace_limit_arg,
 )
 
-__all__ = ["Handle", "RunResult", "get_handle"]
+__all__ = ["Handle", "RunResult", "get_handle", "handle_by_uid"]
+
+#: Source of :attr:`Handle.uid` (``next()`` on a count is atomic under the GIL).
+_uids = itertools.count(1)
+#: Every live handle by its uid; weak, so that a handle nobody holds is freed.
+_by_uid: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
 
 
 @dataclass
@@ -138,6 +145,12 @@ class Handle:
         then work in the caller's memory, so an array must not change while a call that
         reads it runs (``wticonv.torch`` turns it on). The attribute may be changed later.
 
+    Attributes
+    ----------
+    uid : int
+        Names the handle in this process (from 1, never reused) where only numbers pass
+        (``wticonv.torch``'s ops); :func:`handle_by_uid` finds it while it lives.
+
     Raises
     ------
     DeviceError
@@ -161,6 +174,11 @@ class Handle:
     arguments are set and the kernel enqueued as one step (:meth:`Device.enqueue_kernel`).
     Handles on separate :class:`Device` objects of the same OpenCL device are
     independent. Processes may share one cache directory (:mod:`wticonv.db.store`).
+
+    Processes: in a child made by ``fork()`` the methods raise :class:`DeviceError`
+    (the driver's threads stay in the parent: the child would wait forever), saying to
+    use the ``spawn`` method. Copies (:mod:`copy`) are the handle itself (a device
+    resource); pickling it is a :class:`TypeError` saying what to do.
 
     Faults: a candidate that fails to run (its kernels do not build, its workspace or a
     buffer cannot be allocated, a hook raises) is set aside for the problem on this
@@ -188,9 +206,23 @@ class Handle:
         self._set_aside: dict[tuple[ConvProblem, str], str] = {}
         self._workspace = None
         self._workspace_bytes = 0
+        self.uid = next(_uids)
+        _by_uid[self.uid] = self
 
     def __repr__(self) -> str:
         return f"<Handle {self.device!r} solvers={self.registry.ids()}>"
+
+    def __copy__(self) -> Handle:
+        return self
+
+    def __deepcopy__(self, memo) -> Handle:
+        return self
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a wticonv.Handle holds an OpenCL device (context, queue, compiled "
+                        "programs) and cannot be pickled; make a new one where it is "
+                        "needed (wticonv.Handle(device)), or pickle what holds it without "
+                        "it (wticonv.torch's Conv2d leaves its handle out)")
 
     def select(self, problem: ConvProblem | str, workspace_limit: int | None = None,
                solver: str | None = None, perf_config: str | None = None,
@@ -213,7 +245,10 @@ class Handle:
         ArgumentError
             ``solver`` or ``perf_config`` is not a string, ``workspace_limit`` not a
             non-negative integer.
+        DeviceError
+            In a forked child (:func:`wticonv.runtime.forks.check_not_forked`).
         """
+        check_not_forked(self.device)
         problem = _problem(problem)
         if workspace_limit is not None and type(workspace_limit) is not int:
             # before the lookup: True and 1.0 equal a remembered limit of 1
@@ -288,7 +323,10 @@ class Handle:
             has TF32 candidates and this run does not allow TF32.
         SolverRunError
             If the forced solver, or every candidate, failed to run.
+        DeviceError
+            In a forked child (:func:`wticonv.runtime.forks.check_not_forked`).
         """
+        check_not_forked(self.device)
         problem = _problem(problem)
         allow_tf32 = allow_tf32_arg(allow_tf32)
         tensors = as_tensors(tensors)
@@ -406,8 +444,11 @@ class Handle:
             allocation fails).
         HostMemoryError
             The host cannot hold a float32 copy of an input or the result.
+        DeviceError
+            In a forked child (:func:`wticonv.runtime.forks.check_not_forked`).
         """
         dev = self.device
+        check_not_forked(dev)
         p = _problem(problem)
         shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
         out_name = OUTPUT_TENSOR[p.direction]
@@ -467,6 +508,12 @@ def _host_empty(shape, what: str, p: ConvProblem) -> np.ndarray:
     except MemoryError:
         raise HostMemoryError(f"the host cannot hold {what} {shape} of {p.key} "
                               f"({4 * int(np.prod(shape))} bytes)") from None
+
+
+def handle_by_uid(uid: int) -> Handle | None:
+    """The live handle whose :attr:`Handle.uid` is ``uid``, or None (no such handle, or it
+    was freed: the lookup holds no reference)."""
+    return _by_uid.get(uid)
 
 
 _default_handle: Handle | None = None

@@ -36,11 +36,13 @@ from wticonv.errors import (
 )
 from wticonv.runtime.build_helper import helper_for, real_key
 from wticonv.runtime.discovery import INSTALL_HINT, DeviceInfo, list_devices
+from wticonv.runtime.forks import check_not_forked, note_opened
 from wticonv.runtime.isolation import check_timeouts
 from wticonv.runtime.probe import describe, ensure_verdict, stored_verdict
 from wticonv.runtime.programs import ProgramCache
 
-__all__ = ["Device", "DeviceInfo", "Profile", "list_devices", "select_device"]
+__all__ = ["Device", "DeviceInfo", "Profile", "list_devices", "select_device",
+           "check_not_forked"]
 
 #: Relative change of a re-measured peak or bandwidth past which the device's calibration
 #: is dropped: each re-measurement keeps the best so far and creeps up by a fraction of a
@@ -88,9 +90,19 @@ class Device:
     queue : pyopencl.CommandQueue
         In-order, with profiling enabled. Solvers enqueue their kernels here.
     programs : ProgramCache
+    pid : int
+        The process that opened the device (:func:`wticonv.runtime.forks.check_not_forked`).
+
+    Raises
+    ------
+    DeviceError
+        The process is a fork of one that had opened a device
+        (:func:`wticonv.runtime.forks.check_not_forked`).
     """
 
     def __init__(self, cl_device: cl.Device, info: DeviceInfo, store: Store | None = None):
+        check_not_forked()
+        self.pid = note_opened()
         self.cl_device = cl_device
         self.info = info
         self.store = store if store is not None else Store()
@@ -417,8 +429,10 @@ def select_device(spec: str | None = None, store: Store | None = None) -> Device
     DeviceError
         If ``spec`` is not a string, nothing matches, the named device is set aside, or
         every candidate is; the message lists the devices present or, for each set-aside
-        device, why.
+        device, why. In a forked child of a process that had opened a device
+        (:func:`wticonv.runtime.forks.check_not_forked`).
     """
+    check_not_forked()
     if spec is None:
         spec = os.environ.get("WTICONV_DEVICE") or None
     if spec is not None and not isinstance(spec, str):

@@ -10,6 +10,8 @@ errors are) is raised for bad input: shapes, dtypes, geometry, arguments.
 
 from __future__ import annotations
 
+import torch
+
 from wticonv.errors import WticonvError
 
 __all__ = ["LayerError", "LayerInputError", "layer_error"]
@@ -43,6 +45,21 @@ def _where(layer: str, direction: str) -> str:
     return f"wticonv.torch: {name} ({_DIRECTION.get(direction, direction)})"
 
 
+# torch.compile does not trace the making of these errors (a graph break, so that without
+# fullgraph the error is raised by the code run eagerly, as it is); with fullgraph=True,
+# Dynamo reports the break with this reason.
+_UNTRACED = ("wticonv.torch refuses this convolution; run it without fullgraph=True (or "
+             "eagerly) to see its LayerInputError")
+
+
+def _untraced(fn):
+    try:
+        return torch.compiler.disable(fn, reason=_UNTRACED)
+    except TypeError:                   # a torch whose disable() takes no reason
+        return torch.compiler.disable(fn)
+
+
+@_untraced
 def layer_error(e: Exception, layer: str, direction: str) -> LayerError:
     """``e`` (a :class:`wticonv.WticonvError`) as the :class:`LayerError` to raise from it:
     :class:`LayerInputError` for wticonv's input errors (ValueError subclasses)."""
@@ -51,6 +68,7 @@ def layer_error(e: Exception, layer: str, direction: str) -> LayerError:
     return cls(f"{_where(layer, direction)}: {kind}: {e}", layer, direction)
 
 
+@_untraced
 def input_error(message: str, layer: str, direction: str = "fwd") -> LayerInputError:
     """A :class:`LayerInputError` with ``message`` and the layer's name in front."""
     return LayerInputError(f"{_where(layer, direction)}: {message}", layer, direction)

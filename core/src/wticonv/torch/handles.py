@@ -9,7 +9,11 @@ direction, then looks its choice up. An explicit handle (``handle=``) is used in
 wherever given.
 
 The custom ops take a handle as an int (a schema has no type for it): :func:`handle_id`
-registers one and gives its id, 0 meaning the calling thread's handle.
+gives a handle's :attr:`wticonv.Handle.uid` (a plain attribute read, with no lock, so that
+``torch.compile`` traces it), 0 meaning the calling thread's handle, and :func:`resolve`
+finds the handle again through :func:`wticonv.handle.handle_by_uid`, which holds no
+reference: a handle lives as long as its user (a :class:`~wticonv.torch.Conv2d`, an
+autograd graph that will run its backward) holds it, and is then freed.
 """
 
 from __future__ import annotations
@@ -17,15 +21,11 @@ from __future__ import annotations
 import threading
 
 from wticonv.errors import ArgumentError
-from wticonv.handle import Handle, get_handle
+from wticonv.handle import Handle, get_handle, handle_by_uid
 
-__all__ = ["thread_handle", "handle_id", "resolve"]
+__all__ = ["thread_handle", "handle_id", "resolve", "lookup"]
 
 _local = threading.local()
-_lock = threading.Lock()
-#: Handles given as ``handle=``, by id (kept for the life of the process: a model holds
-#: few, and an op traced with an id must find it again).
-_registry: dict[int, Handle] = {}
 
 
 def thread_handle() -> Handle:
@@ -34,7 +34,8 @@ def thread_handle() -> Handle:
     Raises
     ------
     DeviceError
-        No usable OpenCL device.
+        No usable OpenCL device, or the process is a fork of one that had opened the
+        device (use the ``spawn`` start method).
     """
     h = getattr(_local, "handle", None)
     if h is None:
@@ -43,7 +44,8 @@ def thread_handle() -> Handle:
 
 
 def handle_id(handle: Handle | None) -> int:
-    """The id the ops take for ``handle`` (0 for None: the calling thread's handle).
+    """The id the ops take for ``handle``: its :attr:`~wticonv.Handle.uid` (0 for None:
+    the calling thread's handle).
 
     Raises
     ------
@@ -54,10 +56,14 @@ def handle_id(handle: Handle | None) -> int:
         return 0
     if not isinstance(handle, Handle):
         raise ArgumentError(f"handle={handle!r:.60} is not a wticonv.Handle; make one with "
-                            "wticonv.Handle(device, zero_copy=True) or leave it out")
-    with _lock:
-        _registry[id(handle)] = handle
-    return id(handle)
+                            "wticonv.Handle(device, zero_copy=True), or leave it out (the "
+                            "calling thread's handle)")
+    return handle.uid
+
+
+def lookup(hid: int) -> Handle | None:
+    """The live handle of id ``hid``; None for 0 (the thread's) or a freed handle."""
+    return handle_by_uid(hid) if hid else None
 
 
 def resolve(hid: int) -> Handle:
@@ -66,12 +72,15 @@ def resolve(hid: int) -> Handle:
     Raises
     ------
     ArgumentError
-        No handle was registered with that id (:func:`handle_id`).
+        No live handle has that id (it was freed, or the id comes from another process).
+    DeviceError
+        ``hid`` is 0 and the thread's handle cannot be made (:func:`thread_handle`).
     """
     if hid == 0:
         return thread_handle()
-    h = _registry.get(hid)
+    h = handle_by_uid(hid)
     if h is None:
-        raise ArgumentError(f"no wticonv handle has id {hid}; pass handle= to "
+        raise ArgumentError(f"no live wticonv handle has id {hid} (it was freed, or the id "
+                            "comes from another process); pass handle= to "
                             "wticonv.torch.conv2d or Conv2d instead of an id")
     return h

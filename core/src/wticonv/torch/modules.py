@@ -9,8 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wticonv.errors import ArgumentError
 from wticonv.handle import Handle
-from wticonv.torch.functional import conv2d
+from wticonv.torch import functional
+from wticonv.torch.handles import handle_id
 
 __all__ = ["Conv2d", "ReplaceReport", "replace_convs"]
 
@@ -31,9 +33,10 @@ class Conv2d(nn.Conv2d):
         ``"replicate"`` and ``"circular"`` pad the input with :func:`torch.nn.functional.pad`
         first (a copy on the host, as torch itself does) and run an unpadded convolution.
     handle : wticonv.Handle, optional
-        The device and selection cache; by default the calling thread's.
+        The device and selection cache; by default the calling thread's. The attribute
+        ``wticonv_handle`` may be set later (None: the thread's again).
     cast : bool
-        Compute other floating dtypes in float32 (see :func:`wticonv.torch.conv2d`);
+        Compute float16, bfloat16 and float64 in float32 (see :func:`wticonv.torch.conv2d`);
         False: they are refused.
     name : str
         The name errors give (:func:`replace_convs` gives the module's path in the model).
@@ -42,25 +45,86 @@ class Conv2d(nn.Conv2d):
     ------
     ValueError
         As :class:`torch.nn.Conv2d` (e.g. an unknown ``padding_mode``).
+    ArgumentError (a ValueError)
+        ``handle`` is not a :class:`wticonv.Handle`, ``cast`` not a bool, ``name`` not a
+        str.
     LayerInputError, LayerError
         In ``forward`` and ``backward``: see :func:`wticonv.torch.conv2d`.
+
+    Notes
+    -----
+    Copies: :func:`copy.copy` and :func:`copy.deepcopy` (and so
+    :func:`torch.nn.utils.fusion.fuse_conv_bn_eval`) keep the handle (a device resource:
+    the copy shares it). Pickling (``pickle``, ``torch.save(model)``) leaves the handle
+    out: the unpickled module runs on the calling thread's handle until
+    ``wticonv_handle`` is set again. ``torch.fx.symbolic_trace`` records the convolution
+    as one call of :func:`wticonv.torch.functional.conv2d_by_id`, and ``torch.compile``
+    traces it without a graph break, with or without a handle.
     """
 
     def __init__(self, *args, handle: Handle | None = None, cast: bool = False,
                  name: str = "", **kwargs) -> None:
+        _check_options(handle, cast, name)
         super().__init__(*args, **kwargs)
         self._set_wticonv(handle, cast, name)
 
     def _set_wticonv(self, handle: Handle | None, cast: bool, name: str) -> None:
+        _check_options(handle, cast, name)
         self.wticonv_handle = handle
-        self.wticonv_cast = bool(cast)
+        self.wticonv_cast = cast
         self.wticonv_name = name
+
+    @property
+    def wticonv_handle(self) -> Handle | None:
+        """The :class:`wticonv.Handle` the convolutions run on (None: the calling
+        thread's). Setting it checks it, and looks its id up once, outside any traced
+        code: ``forward`` passes the id only."""
+        return self.__dict__.get("_wticonv_handle")
+
+    @wticonv_handle.setter
+    def wticonv_handle(self, handle: Handle | None) -> None:
+        hid = _handle_id(handle, "wticonv_handle")
+        self.__dict__["_wticonv_handle"] = handle
+        self.__dict__["_wticonv_hid"] = hid
+
+    def __getstate__(self) -> dict:
+        # pickle and torch.save: the handle (an OpenCL device) stays out.
+        state = nn.Module.__getstate__(self)
+        state["_wticonv_handle"], state["_wticonv_hid"] = None, 0
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        state.pop("wticonv_handle", None)          # pickled before it was a property
+        state.setdefault("_wticonv_handle", None)
+        state.setdefault("_wticonv_hid", 0)
+        super().__setstate__(state)
+
+    # copy.copy and copy.deepcopy would go through __getstate__ (which leaves the handle
+    # out); they keep it instead, and otherwise do what they do for any nn.Module.
+    def __copy__(self) -> Conv2d:
+        new = type(self).__new__(type(self))
+        new.__setstate__(nn.Module.__getstate__(self))
+        return new
+
+    def __deepcopy__(self, memo: dict) -> Conv2d:
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(nn.Module.__getstate__(self), memo))
+        return new
 
     @classmethod
     def from_conv(cls, conv: nn.Conv2d, *, handle: Handle | None = None, cast: bool = False,
                   name: str = "") -> Conv2d:
         """A :class:`Conv2d` that shares ``conv``'s parameters, buffers and hooks (no copy:
-        an optimizer made for ``conv`` keeps training it)."""
+        an optimizer made for ``conv`` keeps training it).
+
+        Raises
+        ------
+        ArgumentError
+            As the constructor.
+        """
+        _check_options(handle, cast, name)
         new = copy.copy(conv)
         new.__class__ = cls
         new._set_wticonv(handle, cast, name)
@@ -72,17 +136,47 @@ class Conv2d(nn.Conv2d):
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = 0
-        return conv2d(input, weight, bias, self.stride, padding, self.dilation, self.groups,
-                      handle=self.wticonv_handle, cast=self.wticonv_cast,
-                      layer=self.wticonv_name)
+        return functional.conv2d_by_id(input, weight, bias, self.stride, padding,
+                                       self.dilation, self.groups, self.wticonv_cast,
+                                       self.wticonv_name, self._wticonv_hid)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + ", wticonv=True"
 
 
+def _handle_id(handle, what: str) -> int:
+    try:
+        return handle_id(handle)
+    except ArgumentError as e:
+        raise ArgumentError(f"wticonv.torch: {what}: {e}") from None
+
+
+def _check_options(handle, cast, name, where: str = "Conv2d") -> None:
+    """The keyword arguments of Conv2d and replace_convs, checked at once (not at the
+    first forward).
+
+    Raises
+    ------
+    ArgumentError
+        ``handle`` is not a :class:`wticonv.Handle` (or None), ``cast`` not a bool,
+        ``name`` not a str.
+    """
+    _handle_id(handle, f"{where}(handle=...)")
+    if not isinstance(cast, bool):
+        raise ArgumentError(f"wticonv.torch: {where}(cast={cast!r:.40}): cast must be True "
+                            "or False")
+    if not isinstance(name, str):
+        raise ArgumentError(f"wticonv.torch: {where}(name={name!r:.40}): name must be a str "
+                            "(the name errors give)")
+
+
 @dataclass
 class ReplaceReport:
     """What :func:`replace_convs` did.
+
+    A module used at several places (``model.a is model.b``) is one module: each of its
+    names is listed where the first one is (all in ``replaced``, or in ``left``, or in
+    ``already``), and ``shared`` maps each later name to the first, which errors give.
 
     Attributes
     ----------
@@ -93,22 +187,32 @@ class ReplaceReport:
         differ; parameters that are not float32 without ``cast``; the model itself).
     already : list of str
         Those that were wticonv's Conv2d already.
+    shared : dict
+        Name -> the first name of the same module, for every name but the first of a
+        module found at several places.
     """
 
     replaced: list[str] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)
     already: list[str] = field(default_factory=list)
+    shared: dict[str, str] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
-        """How many convolutions were replaced."""
-        return len(self.replaced)
+        """How many convolutions (modules, each counted once) were replaced."""
+        return sum(1 for name in self.replaced if name not in self.shared)
 
     def __str__(self) -> str:
-        lines = [f"wticonv.torch.replace_convs: {self.count} replaced, {len(self.left)} left "
-                 f"alone, {len(self.already)} already wticonv's"]
-        lines += [f"  left alone: {name or '(the model)'}: {why}"
-                  for name, why in self.left.items()]
+        left = [name for name in self.left if name not in self.shared]
+        already = [name for name in self.already if name not in self.shared]
+        lines = [f"wticonv.torch.replace_convs: {self.count} replaced, {len(left)} left "
+                 f"alone, {len(already)} already wticonv's"]
+        lines += [f"  left alone: {name or '(the model)'}: {self.left[name]}" for name in left]
+        places: dict[str, list[str]] = {}
+        for name, first in self.shared.items():
+            places.setdefault(first, [first]).append(name)
+        lines += [f"  one module at {len(names)} places: {', '.join(names)} (errors name it "
+                  f"{names[0]!r})" for names in places.values()]
         return "\n".join(lines)
 
 
@@ -150,26 +254,39 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
     ------
     TypeError
         ``model`` is not a :class:`torch.nn.Module`.
+    ArgumentError (a ValueError)
+        ``handle`` is not a :class:`wticonv.Handle`, or ``cast`` not a bool (checked
+        before the model is changed).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"replace_convs needs a torch.nn.Module, got {type(model).__name__}")
+    _check_options(handle, cast, "", "replace_convs")
     report = ReplaceReport()
     if isinstance(model, nn.Conv2d):
         report.left[""] = ("the model itself is a Conv2d and cannot be replaced in place; "
                            "use wticonv.torch.Conv2d.from_conv(model)")
         return report
-    done: dict[int, nn.Module] = {}
+    first: dict[int, str] = {}            # id of a convolution seen -> its first name
+    done: dict[int, nn.Module] = {}       # id of a replaced nn.Conv2d -> its Conv2d
     for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
         for child_name, child in list(parent._modules.items()):   # with repeats
-            name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if isinstance(child, Conv2d):
-                if id(child) not in done:
-                    report.already.append(name)
-                continue
             if child is None or not isinstance(child, nn.Conv2d):
                 continue
-            if id(child) in done:
-                setattr(parent, child_name, done[id(child)])
+            name = f"{parent_name}.{child_name}" if parent_name else child_name
+            seen = first.get(id(child))
+            if seen is not None:          # one module, at another place
+                if id(child) in done:
+                    setattr(parent, child_name, done[id(child)])
+                report.shared[name] = seen
+                if seen in report.left:
+                    report.left[name] = report.left[seen]
+                else:
+                    (report.replaced if seen in report.replaced else report.already).append(
+                        name)
+                continue
+            first[id(child)] = name
+            if isinstance(child, Conv2d):
+                report.already.append(name)
                 continue
             why = _refusal(child, cast)
             if why is not None:
@@ -177,7 +294,7 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
                 continue
             new = Conv2d.from_conv(child, handle=handle, cast=cast, name=name)
             done[id(child)] = new
-            done[id(new)] = new
+            first[id(new)] = name
             setattr(parent, child_name, new)
             report.replaced.append(name)
     return report

@@ -10,15 +10,20 @@ op                            computes (wticonv's NumPy API)
 
 Registered with :func:`torch.library.custom_op` (PyTorch 2.4+), each with a fake
 implementation (shapes and dtypes only, for meta tensors, FakeTensor and
-``torch.compile``); ``wticonv::conv2d`` has a backward (:func:`torch.library.register_autograd`)
-that calls the two gradient ops (and sums dy for the bias). Double backward is not
-supported.
+``torch.compile``) that checks what the op checks (:func:`wticonv.torch.shapes.check_problem`)
+and raises the same :class:`~wticonv.torch.errors.LayerInputError`. Each has a backward
+(:func:`torch.library.register_autograd`) made of the three ops: ``wticonv::conv2d``'s
+calls the two gradient ops (and sums dy for the bias); the gradient ops are bilinear, so
+theirs are the other two ops again (double backward, e.g. gradient penalties). Inside an
+autocast region (:func:`torch.library.register_autocast`, CPU and CUDA) their floating
+inputs other than float64 are cast to float32, and the result is float32.
 
 Arguments, in schema order: tensors (NCHW float32: x N x C x H x W, w K x C/groups x R x
 S, dy N x K x Ho x Wo, b of K); ``stride`` and ``dilation`` (2 ints), ``padding`` (4
 ints: top, left, bottom, right), ``groups``, ``layer`` (the name errors give),
 ``handle`` (an id from :func:`wticonv.torch.handles.handle_id`, 0: the calling thread's
-handle). Most users call :func:`wticonv.torch.conv2d` or :class:`wticonv.torch.Conv2d`.
+handle; an autograd graph keeps the handle alive until its backward has run). Most users
+call :func:`wticonv.torch.conv2d` or :class:`wticonv.torch.Conv2d`.
 
 Errors: wticonv's errors surface as :class:`~wticonv.torch.errors.LayerError` (a
 RuntimeError) or :class:`~wticonv.torch.errors.LayerInputError` (also a ValueError),
@@ -33,8 +38,9 @@ import torch
 import wticonv.api as api
 from wticonv.errors import WticonvError
 from wticonv.torch import timing
-from wticonv.torch.errors import input_error, layer_error
-from wticonv.torch.handles import resolve
+from wticonv.torch.errors import layer_error
+from wticonv.torch.handles import lookup, resolve
+from wticonv.torch.shapes import check_problem, output_hw
 from wticonv.torch.tensors import check_float32, from_host, to_host
 
 __all__ = ["conv2d_op", "conv2d_input_op", "conv2d_weight_op", "output_hw"]
@@ -42,19 +48,7 @@ __all__ = ["conv2d_op", "conv2d_input_op", "conv2d_weight_op", "output_hw"]
 Tensor = torch.Tensor
 
 
-def output_hw(h, w, r, s, stride, padding, dilation):
-    """(Ho, Wo) of a convolution (the same formula as torch's; SymInts welcome)."""
-    t, left, b, right = padding
-    ho = (h + t + b - dilation[0] * (r - 1) - 1) // stride[0] + 1
-    wo = (w + left + right - dilation[1] * (s - 1) - 1) // stride[1] + 1
-    return ho, wo
-
-
-def _geometry(stride, padding, dilation, layer, direction):
-    if len(stride) != 2 or len(dilation) != 2 or len(padding) != 4:
-        raise input_error(f"stride={list(stride)} and dilation={list(dilation)} need 2 ints, "
-                          f"padding={list(padding)} 4 (top, left, bottom, right)", layer,
-                          direction)
+def _geometry(stride, padding, dilation):
     return dict(stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
 
 
@@ -88,15 +82,21 @@ def _run(direction: str, layer: str, handle: int, device: torch.device, fn, *ten
     return y
 
 
+def _check_fwd(input, weight, bias, stride, padding, dilation, groups, layer):
+    for t, what in ((input, "input"), (weight, "weight"), (bias, "bias")):
+        if t is not None:
+            check_float32(t, what, layer)
+    return check_problem(input.shape, weight.shape, stride, padding, dilation, groups, layer,
+                         "fwd", bias_shape=None if bias is None else bias.shape)
+
+
 @torch.library.custom_op("wticonv::conv2d", mutates_args=())
 def conv2d_op(input: Tensor, weight: Tensor, bias: Tensor | None, stride: list[int],
               padding: list[int], dilation: list[int], groups: int, layer: str,
               handle: int) -> Tensor:
     """y = conv2d(input, weight) + bias on wticonv: N x K x Ho x Wo, float32."""
-    geo = _geometry(stride, padding, dilation, layer, "fwd")
-    for t, what in ((input, "input"), (weight, "weight"), (bias, "bias")):
-        if t is not None:
-            check_float32(t, what, layer)
+    _check_fwd(input, weight, bias, stride, padding, dilation, groups, layer)
+    geo = _geometry(stride, padding, dilation)
     return _run("fwd", layer, handle, input.device,
                 lambda h, x, w, b: api.conv2d(x, w, b, groups=groups, handle=h, **geo),
                 input, weight, bias)
@@ -104,16 +104,15 @@ def conv2d_op(input: Tensor, weight: Tensor, bias: Tensor | None, stride: list[i
 
 @conv2d_op.register_fake
 def _conv2d_fake(input, weight, bias, stride, padding, dilation, groups, layer, handle):
-    for t, what in ((input, "input"), (weight, "weight"), (bias, "bias")):
-        if t is not None:
-            check_float32(t, what, layer)
-    if input.dim() != 4 or weight.dim() != 4:
-        raise input_error(f"input and weight need 4 dimensions (NCHW, K x C/groups x R x S); "
-                          f"got {input.dim()} and {weight.dim()}", layer)
-    n, _, h, w = input.shape
-    k, _, r, s = weight.shape
-    ho, wo = output_hw(h, w, r, s, stride, padding, dilation)
-    return input.new_empty((n, k, ho, wo))
+    shape = _check_fwd(input, weight, bias, stride, padding, dilation, groups, layer)
+    return input.new_empty(shape)
+
+
+def _check_bwd(weight, grad_output, input_size, stride, padding, dilation, groups, layer):
+    check_float32(weight, "weight", layer, "bwd")
+    check_float32(grad_output, "grad_output", layer, "bwd")
+    check_problem(input_size, weight.shape, stride, padding, dilation, groups, layer, "bwd",
+                  dy_shape=grad_output.shape)
 
 
 @torch.library.custom_op("wticonv::conv2d_input", mutates_args=())
@@ -121,9 +120,8 @@ def conv2d_input_op(weight: Tensor, grad_output: Tensor, input_size: list[int],
                     stride: list[int], padding: list[int], dilation: list[int], groups: int,
                     layer: str, handle: int) -> Tensor:
     """dx of conv2d (backward data) on wticonv: ``input_size`` (N x C x H x W), float32."""
-    geo = _geometry(stride, padding, dilation, layer, "bwd")
-    check_float32(weight, "weight", layer, "bwd")
-    check_float32(grad_output, "grad_output", layer, "bwd")
+    _check_bwd(weight, grad_output, input_size, stride, padding, dilation, groups, layer)
+    geo = _geometry(stride, padding, dilation)
     return _run("bwd", layer, handle, grad_output.device,
                 lambda h, w, dy: api.conv2d_input(tuple(input_size), w, dy, groups=groups,
                                                   handle=h, **geo),
@@ -133,7 +131,15 @@ def conv2d_input_op(weight: Tensor, grad_output: Tensor, input_size: list[int],
 @conv2d_input_op.register_fake
 def _conv2d_input_fake(weight, grad_output, input_size, stride, padding, dilation, groups,
                        layer, handle):
+    _check_bwd(weight, grad_output, input_size, stride, padding, dilation, groups, layer)
     return grad_output.new_empty(tuple(input_size))
+
+
+def _check_wrw(input, grad_output, weight_size, stride, padding, dilation, groups, layer):
+    check_float32(input, "input", layer, "wrw")
+    check_float32(grad_output, "grad_output", layer, "wrw")
+    check_problem(input.shape, weight_size, stride, padding, dilation, groups, layer, "wrw",
+                  dy_shape=grad_output.shape)
 
 
 @torch.library.custom_op("wticonv::conv2d_weight", mutates_args=())
@@ -142,9 +148,8 @@ def conv2d_weight_op(input: Tensor, grad_output: Tensor, weight_size: list[int],
                      layer: str, handle: int) -> Tensor:
     """dw of conv2d (backward weights) on wticonv: ``weight_size`` (K x C/groups x R x S),
     float32."""
-    geo = _geometry(stride, padding, dilation, layer, "wrw")
-    check_float32(input, "input", layer, "wrw")
-    check_float32(grad_output, "grad_output", layer, "wrw")
+    _check_wrw(input, grad_output, weight_size, stride, padding, dilation, groups, layer)
+    geo = _geometry(stride, padding, dilation)
     return _run("wrw", layer, handle, grad_output.device,
                 lambda h, x, dy: api.conv2d_weight(x, tuple(weight_size), dy, groups=groups,
                                                    handle=h, **geo),
@@ -154,28 +159,79 @@ def conv2d_weight_op(input: Tensor, grad_output: Tensor, weight_size: list[int],
 @conv2d_weight_op.register_fake
 def _conv2d_weight_fake(input, grad_output, weight_size, stride, padding, dilation, groups,
                         layer, handle):
+    _check_wrw(input, grad_output, weight_size, stride, padding, dilation, groups, layer)
     return grad_output.new_empty(tuple(weight_size))
 
 
-def _setup_context(ctx, inputs, output):
-    input, weight, bias, stride, padding, dilation, groups, layer, handle = inputs
-    ctx.save_for_backward(input, weight)
-    ctx.has_bias = bias is not None
+# Autograd. Every op is linear in each of its two tensors (y = conv(x, w): <dy, y> =
+# <dx, x> = <dw, w>), so each one's gradients are two of the three ops:
+#   y  = conv2d(x, w)           -> dx = conv2d_input(w, dy),  dw = conv2d_weight(x, dy)
+#   dx = conv2d_input(w, dy)    -> for g of x's shape: dw = conv2d_weight(g, dy),
+#                                  d(dy) = conv2d(g, w)
+#   dw = conv2d_weight(x, dy)   -> for g of w's shape: dx = conv2d_input(g, dy),
+#                                  d(dy) = conv2d(x, g)
+# ctx.handle keeps an explicit handle alive until the backward has run (the ops find it
+# by id, through a lookup that holds no reference).
+
+def _save(ctx, a: Tensor, b: Tensor, rest) -> None:
+    stride, padding, dilation, groups, layer, handle = rest
+    ctx.save_for_backward(a, b)
     ctx.args = (stride, padding, dilation, groups, layer, handle)
+    ctx.handle = lookup(handle)
 
 
-def _backward(ctx, grad_output):
+def _setup_conv2d(ctx, inputs, output):
+    input, weight, bias = inputs[:3]
+    _save(ctx, input, weight, inputs[3:])
+    ctx.has_bias = bias is not None
+
+
+def _backward_conv2d(ctx, grad_output):
     input, weight = ctx.saved_tensors
-    args = ctx.args
     grad_output = grad_output.contiguous()
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
-        dx = conv2d_input_op(weight, grad_output, list(input.shape), *args)
+        dx = conv2d_input_op(weight, grad_output, list(input.shape), *ctx.args)
     if ctx.needs_input_grad[1]:
-        dw = conv2d_weight_op(input, grad_output, list(weight.shape), *args)
+        dw = conv2d_weight_op(input, grad_output, list(weight.shape), *ctx.args)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = grad_output.sum((0, 2, 3))
     return dx, dw, db, None, None, None, None, None, None
 
 
-conv2d_op.register_autograd(_backward, setup_context=_setup_context)
+def _setup_gradient(ctx, inputs, output):
+    _save(ctx, inputs[0], inputs[1], inputs[3:])
+
+
+def _backward_input(ctx, g):
+    weight, grad_output = ctx.saved_tensors
+    g = g.contiguous()
+    dw = ddy = None
+    if ctx.needs_input_grad[0]:
+        dw = conv2d_weight_op(g, grad_output, list(weight.shape), *ctx.args)
+    if ctx.needs_input_grad[1]:
+        ddy = conv2d_op(g, weight, None, *ctx.args)
+    return dw, ddy, None, None, None, None, None, None, None
+
+
+def _backward_weight(ctx, g):
+    input, grad_output = ctx.saved_tensors
+    g = g.contiguous()
+    dx = ddy = None
+    if ctx.needs_input_grad[0]:
+        dx = conv2d_input_op(g, grad_output, list(input.shape), *ctx.args)
+    if ctx.needs_input_grad[1]:
+        ddy = conv2d_op(input, g, None, *ctx.args)
+    return dx, ddy, None, None, None, None, None, None, None
+
+
+conv2d_op.register_autograd(_backward_conv2d, setup_context=_setup_conv2d)
+conv2d_input_op.register_autograd(_backward_input, setup_context=_setup_gradient)
+conv2d_weight_op.register_autograd(_backward_weight, setup_context=_setup_gradient)
+
+#: Whether the ops have their autocast rule (torch.library.register_autocast: recent
+#: torch; without it, autocast's bfloat16/float16 activations are refused as outside).
+AUTOCAST = hasattr(torch.library, "register_autocast")
+for _op in (conv2d_op, conv2d_input_op, conv2d_weight_op) if AUTOCAST else ():
+    for _device_type in ("cpu", "cuda"):
+        torch.library.register_autocast(_op, _device_type, torch.float32)

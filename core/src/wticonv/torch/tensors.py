@@ -18,26 +18,85 @@ import torch
 from wticonv.torch import timing
 from wticonv.torch.errors import input_error
 
-__all__ = ["check_float32", "to_host", "from_host"]
+__all__ = ["CASTABLE", "check_float32", "check_castable", "check_dtypes", "to_host",
+           "from_host"]
+
+
+#: The dtypes ``cast=True`` computes in float32 (torch.nn.functional.conv2d's floating
+#: dtypes; complex, integer and bool tensors have no float32 meaning).
+CASTABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def check_float32(t: torch.Tensor, what: str, layer: str, direction: str = "fwd") -> None:
-    """Refuse a tensor that is not float32 or is complex/quantized/sparse.
+    """Refuse a tensor that is not a dense float32 one.
 
     Raises
     ------
     LayerInputError
-        ``t``'s dtype is not float32 (the message says to pass ``cast=True``), or its
-        layout is not strided (sparse, mkldnn).
+        ``t``'s dtype is not float32 (the message says to pass ``cast=True`` for the
+        dtypes it takes, and to convert others), or its layout is not strided (sparse,
+        mkldnn).
     """
     if t.layout != torch.strided:
         raise input_error(f"{what} has layout {t.layout}; wticonv needs a dense tensor "
                           f"({what}.to_dense())", layer, direction)
-    if t.dtype != torch.float32:
+    if t.dtype == torch.float32:
+        return
+    if t.dtype in CASTABLE:
         raise input_error(f"{what} is {t.dtype}; wticonv computes in float32: pass "
                           "cast=True (wticonv.torch.conv2d, Conv2d, replace_convs) to "
                           "compute in float32 and cast the result back, or convert the "
                           "model with .float()", layer, direction)
+    raise input_error(f"{what} is {t.dtype}; wticonv convolves float32 tensors (and float16, "
+                      "bfloat16, float64 with cast=True), not complex, integer or bool ones: "
+                      f"convert it ({what}.float())", layer, direction)
+
+
+def check_castable(t: torch.Tensor, what: str, layer: str) -> None:
+    """Refuse a tensor whose dtype ``cast=True`` cannot compute (not in :data:`CASTABLE`).
+
+    Raises
+    ------
+    LayerInputError
+        ``t`` is complex, integer or bool.
+    """
+    if t.dtype not in CASTABLE:
+        raise input_error(f"{what} is {t.dtype}; cast=True computes float16, bfloat16, "
+                          "float32 and float64 tensors in float32, not complex, integer or "
+                          f"bool ones: convert it ({what}.float())", layer)
+
+
+def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                 cast: bool, layer: str) -> None:
+    """The dtypes of a forward call: one floating dtype for input, weight and bias (as
+    :func:`torch.nn.functional.conv2d` requires), float32 unless ``cast``, and with
+    ``cast`` one of :data:`CASTABLE`.
+
+    Raises
+    ------
+    LayerInputError
+        A dtype ``cast=True`` cannot compute (complex, integer, bool), tensors of different
+        dtypes (torch raises a RuntimeError for them too), a dtype other than float32
+        without ``cast``, or a layout other than strided.
+    """
+    tensors = [("input", input), ("weight", weight)] + (
+        [("bias", bias)] if bias is not None else [])
+    if cast:
+        for what, t in tensors:
+            check_castable(t, what, layer)
+    for what, t in tensors[1:]:
+        if t.dtype != input.dtype:
+            raise input_error(f"input is {input.dtype} but {what} is {t.dtype}: a "
+                              "convolution's tensors need one dtype (torch.nn.functional."
+                              f"conv2d raises too); convert the {what} "
+                              f"({what}.to(input.dtype)) or the model (model.float(), "
+                              "model.double())", layer)
+    for what, t in tensors:
+        if cast:
+            if t.layout != torch.strided:
+                check_float32(t, what, layer)
+        else:
+            check_float32(t, what, layer)
 
 
 def _sync(device: torch.device) -> None:
