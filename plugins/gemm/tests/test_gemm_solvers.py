@@ -374,11 +374,12 @@ def test_cpu_sgemm_blocks_and_chunks(handle, M, N, K, lda, nb, beta):
     op = GemmOp(M, N, K, a=Operand("a", ms=lda, ks=1, bs=M * lda),
                 b=Operand("b", ks=N, bs=K * N, cols=ColMap()),
                 c=Operand("c", ms=N, cols=ColMap()), nb=nb, beta=beta)
-    launch = gemm_launch(op, "cpu", 1)          # one compute unit: blocks of 2 x 2 tiles
+    launch = gemm_launch(op, "cpu", 1)          # one compute unit
     rb, cb = params.cpu_nn_blocks(M, N, 1, 1)
-    # 16 work-items for one compute unit: every row block, 2 of the 32 column blocks each
-    assert launch.kernel == "sgemm_nn" and (rb, cb) == (-(-M // 12), 2)
-    assert launch.global_size == (1, 16, 1)
+    # 8 work-items for one compute unit: every row block, 4 of the 32 column blocks each
+    assert params.CPU_NN_ITEMS_PER_CU == 8
+    assert launch.kernel == "sgemm_nn" and (rb, cb) == (-(-M // 12), 4)
+    assert launch.global_size == (1, 8, 1)
     bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.upload(C0)}
     if dev.kind != "cpu":
         pytest.skip("the CPU kernel's vector code runs on CPU devices")
