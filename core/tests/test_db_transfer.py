@@ -23,7 +23,7 @@ GPU = "NVIDIA CUDA|NVIDIA H200|550.54.15"
 CPU = "Portable Computing Language|pthread-haswell-Intel Xeon|3.1+debian"
 K1 = "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-F"
 K2 = "8-9-9-3x3-4-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-B"
-V = "0.1.0"
+V = "0.2.0"        # the built-in solvers' version (wticonv-direct, -gemm, -winograd)
 VERSIONS = {"direct.naive": V, "direct.tiled": V, "gemm.im2col": V, "winograd.f2x3": V}
 TREES = {"base": 0.25, "depth": 2, "feature": [[0, 1, 1], [1, 0, 0]],
          "threshold": [[0.5, -1.25, 3.0], [2.0, 0.125, 1e300]],
@@ -188,7 +188,7 @@ BAD = {
                          "is inconsistent"),
     "bad solver id": (_rec(solver="Naive"), "is not a solver id"),
     "wrong solver version": (_rec(solver_version="0.0.9"),
-                             "direct.naive 0.0.9 measured it, but 0.1.0 is installed"),
+                             f"direct.naive 0.0.9 measured it, but {V} is installed"),
     "solver not installed": (_rec(solver="nope.never"), "nope.never is not installed"),
     "negative time": (_rec(values={"time_ms": -2.0}),
                       "values.time_ms = -2.0 must be a positive finite number of ms"),
