@@ -67,12 +67,12 @@ def col_ld(p, kind: str, nc: int) -> int:
     """Row stride, in elements, of the column buffer of a chunk of ``nc`` images: its
     ``nc * Ho * Wo`` columns on GPUs and for rows under 256 columns (under 1 KiB apart, they
     spread over the cache sets anyway); on CPUs from 256 columns on, that rounded up to an
-    odd multiple of 16 (64-byte rows). Consecutive rows of the buffer are the k steps of the GEMM: at a stride
-    that is a multiple of 4 KiB (8 images of 112 x 112 pixels: 100352 floats) every row
-    falls in the same sets of the CPU's caches, and the GEMM's panel of B is evicted as it
-    is read; an odd multiple of 64 bytes spreads the rows over all the sets. Measured on a
-    2-core Xeon (AVX-512, PoCL 3.1): sgemm_nn 1024 x 1024 x 1024 took 15.1 ms at B's row
-    stride of 1024 floats, 7.3 ms at 1008 (1020 x 1008 x 1024)."""
+    odd multiple of 16 (64-byte rows). Consecutive rows of the buffer are the k steps of
+    the GEMM: at a stride that is a multiple of 4 KiB (8 images of 112 x 112 pixels: 100352
+    floats) every row falls in the same sets of the CPU's caches, and the GEMM's panel of
+    B is evicted as it is read; an odd multiple of 64 bytes spreads the rows over all the
+    sets. Measured on a 2-core Xeon (AVX-512, PoCL 3.1): sgemm_nn 1024 x 1024 x 1024 took
+    15.1 ms at B's row stride of 1024 floats, 7.3 ms at 1008 (1020 x 1008 x 1024)."""
     J = nc * p.ho * p.wo
     return _odd16(J) if kind == "cpu" and J >= 256 else J
 
