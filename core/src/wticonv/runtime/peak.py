@@ -67,7 +67,7 @@ def measure_peak_flops(device: Device, target_ms: float = 30.0) -> float:
     """Peak FP32 rate of ``device`` in FLOP/s (see module docstring)."""
     chains = _chains(device)
     prg = device.build(_source(), f"-DWTICONV_PEAK_CHAINS={chains}")
-    kernel = prg.peak_fma
+    kernel = cl.Kernel(prg, "peak_fma")    # a new kernel object, not the cached attribute
     local = 64 if device.kind == "cpu" else 256
     local = min(local, device.info.max_work_group_size)
     groups_per_cu = 4 if device.kind == "cpu" else 16
@@ -102,7 +102,7 @@ def measure_bandwidth(device: Device) -> float:
     local = min(local, device.info.max_work_group_size)
     n4 = nbytes // 16
     n4 -= n4 % local
-    kernel = prg.stream_copy
+    kernel = cl.Kernel(prg, "stream_copy")
     kernel.set_args(src, dst)
     best = 0.0
     for _ in range(4):  # the first launch warms up page mappings
