@@ -20,6 +20,11 @@ def _tool():
     return mod
 
 
+# how much slower than its model the raw models' choice runs in these made-up measurements:
+# the second best is predicted up to 2.3x slower on vit's patch layer, so 6x keeps the raw
+# choice a loss of more than 1.5x against it
+SLOW = 6.0
+
 COLUMNS = ["problem", "direction", "solver", "predicted_ms", "measured_ms", "device", "kind",
            "compute_units", "peak_flops", "bandwidth", "launch_overhead_s"]
 
@@ -50,11 +55,11 @@ def test_a_solver_slower_than_its_model_is_caught_by_the_fit_and_not_by_raw_mode
     layers = [layer.problem.with_direction(d) for name in ("vit_b_16", "swin_t")
               for layer in load_network(name, 1).layers for d in ("fwd", "bwd", "wrw")]
     raw = tool.select(registry, layers[0], device, measured=False, calibrated=False)
-    slow = raw.solver_id                                # the raw models' choice, 3x slow
+    slow = raw.solver_id                                # the raw models' choice, 6x slow
     probes = [p.with_direction(d) for p in random_problems(12, 1, seed=2)
               for d in ("fwd", "bwd", "wrw")]
-    _write(tmp_path / "probes.csv", probes, tool, registry, device, slow, 3.0)
-    _write(tmp_path / "nets.csv", layers, tool, registry, device, slow, 3.0)
+    _write(tmp_path / "probes.csv", probes, tool, registry, device, slow, SLOW)
+    _write(tmp_path / "nets.csv", layers, tool, registry, device, slow, SLOW)
     args = ["--probes", str(tmp_path / "probes.csv"), str(tmp_path / "nets.csv")]
     out = {}
     for fit in ("none", "factors", "correction"):
@@ -64,7 +69,7 @@ def test_a_solver_slower_than_its_model_is_caught_by_the_fit_and_not_by_raw_mode
         assert set(out[fit]) == {"vit_b_16", "swin_t"}
         assert text.splitlines()[-1].startswith("overall: 2 networks, 6 cases")
     worst_none = float(out["none"]["vit_b_16"][6])
-    assert worst_none > 1.5                             # 3x slow, against the second best
+    assert worst_none > 1.5                             # 6x slow, against the second best
     for fit in ("factors", "correction"):
         vit = out[fit]["vit_b_16"]
         assert vit[3] == "100.0%" and float(vit[7]) == pytest.approx(1.0)
@@ -100,20 +105,20 @@ def test_probes_that_are_a_scored_networks_layers_are_left_out_of_its_fit(tmp_pa
               for d in ("fwd", "bwd", "wrw")]
     slow = tool.select(registry, layers[0], device, measured=False,
                        calibrated=False).solver_id
-    _write(tmp_path / "nets.csv", layers, tool, registry, device, slow, 3.0)
+    _write(tmp_path / "nets.csv", layers, tool, registry, device, slow, SLOW)
     _write(tmp_path / "own.csv", [p.with_batch(2) for p in layers], tool, registry, device,
-           slow, 3.0)
+           slow, SLOW)
     _write(tmp_path / "other.csv", [p.with_batch(2).with_direction("fwd") for p in
                                     (q.__class__(2, 3, 224, 224, 768, 16, 16, stride_h=8,
                                                  stride_w=8) for q in layers[:1])],
-           tool, registry, device, slow, 3.0)
+           tool, registry, device, slow, SLOW)
     rows = {}
     for name, fit in (("own", "correction"), ("own", "none"), ("other", "correction")):
         assert tool.main(["--probes", str(tmp_path / f"{name}.csv"),
                           str(tmp_path / "nets.csv"), "--fit", fit]) == 0
         rows[name, fit] = capsys.readouterr().out.splitlines()[1]
     assert rows["own", "none"].startswith("vit_b_16")
-    assert float(rows["own", "none"].split()[6]) > 1.5      # slow is chosen, 3x slow
+    assert float(rows["own", "none"].split()[6]) > 1.5      # slow is chosen, 6x slow
     # vit's own layers were not fitted: as if there were no probes
     assert rows["own", "correction"] == rows["own", "none"]
     # a probe of another layer (stride 8, not vit's 16) is fitted, and catches slow
