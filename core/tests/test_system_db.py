@@ -232,7 +232,7 @@ def test_a_calibration_fitted_to_figures_of_another_method_is_not_used(device, s
         sel = select(registry(), P, device)
     (message,) = [str(w.message) for w in seen]
     assert "old-method.jsonl has 1 bad record(s)" in message
-    assert "figures_method null" in message and "calibrate the device again" in message
+    assert "figures_method is null" in message and "calibrate the device again" in message
     assert verdict(sel, "b.slow").source != "system calibration"
 
 
