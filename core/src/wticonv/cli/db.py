@@ -235,13 +235,20 @@ def system_command(as_json) -> int:
     """
     import os
 
+    from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
     from wticonv.db.system import ENV, system_databases
     from wticonv.runtime.discovery import list_devices
 
+    versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
+
+    def usable(solver, version) -> bool:
+        return versions.get(solver) == version
+
     dbs = system_databases()
     rows = [{"name": d.name, "error": d.error, "bad": len(d.bad),
              "records": {k: sum(r.kind == k for r in d.records) for k in KINDS},
+             "unusable": sum(not usable(r.solver, r.solver_version) for r in d.records),
              "devices": d.devices, "measured_on": d.header.get("measured_on", []),
              "comment": d.header.get("comment", ""), "created": d.header.get("created", "")}
             for d in dbs.databases]
@@ -254,8 +261,12 @@ def system_command(as_json) -> int:
     for info in listed:
         view = dbs.view(info.key)
         own = bool(store.get_calibration(info.key) or store.get_correction(info.key))
+        cal = [(key.split("@")[0], rec[0]) for key, rec in view.calibration.items()]
+        cal += [(sid, rec[0]) for sid, rec in view.correction.items()]
         here.append({"device": info.index, "name": info.name, "key": info.key,
                      "calibration": view.calibration_source, "own_calibration": own,
+                     "calibration_records": len(cal),
+                     "calibration_usable": sum(usable(sid, ver) for sid, ver in cal),
                      "find_db_problems": len(view.find), "perf_db_records": len(view.perf)})
     source = (f"{ENV}={os.environ[ENV]!r}" if ENV in os.environ
               else "entry points of wticonv.system_db")
@@ -264,18 +275,31 @@ def system_command(as_json) -> int:
         return 0
     click.echo(f"system databases ({source}): {len(rows) or 'none'}")
     for r in rows:
+        total, unusable = sum(r["records"].values()), r["unusable"]
         state = (f"cannot be used: {r['error']}" if r["error"] else
-                 f"{sum(r['records'].values())} record(s) ({_counts(r['records'])})"
-                 + (f", {r['bad']} bad ones ignored" if r["bad"] else ""))
+                 f"{total} record(s) ({_counts(r['records'])})"
+                 + (f", {r['bad']} bad ones ignored" if r["bad"] else "")
+                 + ("; none of them usable here (all of other solver versions, or of "
+                    "solvers not installed)" if unusable and unusable == total else
+                    f"; {unusable} of them not usable here (other solver versions, or "
+                    "solvers not installed)" if unusable else ""))
         click.echo(f"  {r['name']}: {state}")
         for dev in r["devices"]:
             click.echo(f"    for {dev}")
         if r["comment"]:
             click.echo(f"    made by: {r['comment']}")
     for h in here:
-        cal = h["calibration"]
-        what = ("calibration: " + (f"{cal}" + (" (yours overrides it)" if h["own_calibration"]
-                                               else " (used)") if cal else "none"))
+        cal, n, ok = h["calibration"], h["calibration_records"], h["calibration_usable"]
+        if not cal:
+            what = "calibration: none"
+        elif not ok:
+            what = (f"calibration: {cal}: none of its {n} record(s) usable here (other "
+                    "solver versions, or solvers not installed): not used")
+        else:
+            what = (f"calibration: {cal}"
+                    + (" (yours overrides it)" if h["own_calibration"] else " (used)")
+                    + (f"; {n - ok} of its {n} record(s) not usable here (other solver "
+                       "versions, or solvers not installed)" if ok < n else ""))
         click.echo(f"{h['device']} {h['name']!r}: {what}; find-db records of "
                    f"{h['find_db_problems']} problem(s), {h['perf_db_records']} perf-db "
                    "record(s)")

@@ -285,15 +285,17 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     for v in verdicts:
         if v.applicable and not v.reason and not math_allowed(v.math, allow_tf32):
             v.reason = TF32_REFUSED
+    note = ""
     if solver is not None:
         sel = _forced(problem, device, verdicts, solver, workspace_limit)
     else:
         if calibrated:
-            apply_factors(registry, device, verdicts, problem.direction, problem)
+            note = apply_factors(registry, device, verdicts, problem.direction, problem)
         if measured:
             apply_records(registry, device, problem, verdicts)
         sel = _ranked(registry, problem, device, verdicts, workspace_limit)
     sel.allow_tf32 = allow_tf32
+    sel.calibration_note = note
     return sel
 
 
