@@ -15,6 +15,7 @@ import pytest
 import wticonv
 from wticonv.cli import main
 from wticonv.contract.registry import SolverRegistry
+from wticonv.db.schema import FIGURES_METHOD
 from wticonv.db.store import Store
 from wticonv.db.transfer import FORMAT, FORMAT_VERSION, export_db, import_db, read_db
 from wticonv.errors import DbFileError
@@ -23,6 +24,7 @@ GPU = "NVIDIA CUDA|NVIDIA H200|550.54.15"
 CPU = "Portable Computing Language|pthread-haswell-Intel Xeon|3.1+debian"
 K1 = "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-F"
 K2 = "8-9-9-3x3-4-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-B"
+K3 = "1-8-8-1x1-1-8-8-1-0x0-1x1-1x1-0-NCHW-FP32-F"
 V = "0.2.0"        # the built-in solvers' version (wticonv-direct, -gemm, -winograd)
 VERSIONS = {"direct.naive": V, "direct.tiled": V, "gemm.im2col": V, "winograd.f2x3": V}
 TREES = {"base": 0.25, "depth": 2, "feature": [[0, 1, 1], [1, 0, 0]],
@@ -154,7 +156,8 @@ def test_match_writes_a_pattern_that_only_system_databases_take(filled, tmp_path
 
 
 def _file(tmp_path, *records, header=None) -> str:
-    head = header if header is not None else json.dumps({"format": FORMAT, "version": 1})
+    head = header if header is not None else json.dumps(
+        {"format": FORMAT, "version": 1, "figures_method": FIGURES_METHOD})
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join([head, *records]) + "\n")
     return str(path)
@@ -220,7 +223,7 @@ BAD = {
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_a_bad_record_is_refused_with_its_line_and_imports_nothing(tmp_path, case):
     line, message = BAD[case]
-    path = _file(tmp_path, GOOD, line, _rec(solver="direct.tiled"))
+    path = _file(tmp_path, GOOD, line, _rec(solver="direct.tiled", problem=K3))
     store = Store(tmp_path / "s")
     with pytest.raises(DbFileError) as e:
         import_db(store, path, VERSIONS)
@@ -231,7 +234,7 @@ def test_a_bad_record_is_refused_with_its_line_and_imports_nothing(tmp_path, cas
     assert store.find_problem_keys(GPU) == []                    # nothing went in
     result = import_db(store, path, VERSIONS, skip_bad=True)     # the good ones only
     assert result["records"]["find-db"] == 2 and [b.line for b in result["bad"]] == [3]
-    assert set(store.get_find_records(GPU, K1)) == {"direct.tiled"}
+    assert set(store.get_find_records(GPU, K3)) == {"direct.tiled"}
     assert set(store.get_find_records(GPU, K2)) == {"gemm.im2col"}
 
 
@@ -376,3 +379,205 @@ def test_cli_usage_errors(cache, tmp_path, capsys):
     assert rc == 1 and "could not be written" in err
     rc, _, err = run(capsys, "db", "import", str(tmp_path / "missing.jsonl"))
     assert rc == 2 and err.startswith("wticonv: error: cannot read") and "missing" in err
+
+
+# ------------------------------------------- after a fresh user's trial (fleet-trial)
+def test_a_whole_number_past_what_sqlite_stores_is_a_bad_record(tmp_path):
+    huge = _rec(problem=K3, values={"workspace": 10 ** 30})
+    for check in (True, False):                           # --check refuses it too
+        with pytest.raises(DbFileError) as e:
+            import_db(Store(tmp_path / "s"), _file(tmp_path, GOOD, huge), VERSIONS,
+                      check=check)
+        (bad,) = e.value.bad
+        assert bad.line == 3 and bad.error.startswith(
+            "values.workspace = 1000000000000000000000000000000 is too large: a whole "
+            "number here must be below 2**63")
+    edge = Store(tmp_path / "edge")                       # 2**63 - 1 is stored, read back
+    import_db(edge, _file(tmp_path, _rec(problem=K3, values={"workspace": 2 ** 63 - 1})),
+              VERSIONS)
+    assert edge.get_find_records(GPU, K3)["direct.naive"][1] == 2 ** 63 - 1
+    # an int past a float's range, as a time or a coefficient: a bad record, not a crash
+    for line in (_rec(problem=K3, values={"time_ms": 10 ** 400}),
+                 _rec(kind="correction", problem=None,
+                      values={"features": ["bias"], "model": [10 ** 400], "runs": 1})):
+        with pytest.raises(DbFileError) as e:
+            import_db(Store(tmp_path / "t"), _file(tmp_path, GOOD, line), VERSIONS)
+        assert [b.line for b in e.value.bad] == [3]
+
+
+def _cal(solver, **values):
+    return _rec(kind="calibration", problem=None, solver=solver,
+                values={"factor": 1.5, "probes": 3, **values})
+
+
+def test_a_header_that_refuses_the_calibration_is_reported_once(cache, tmp_path, capsys):
+    cal = [_cal(s) for s in ("direct.naive", "direct.tiled", "gemm.im2col")]
+    cor = _rec(kind="correction", problem=None, values={"features": ["bias"], "model": [0.1],
+                                                        "runs": 4})
+    old = json.dumps({"format": FORMAT, "version": 1})          # no figures_method
+    path = _file(tmp_path, GOOD, *cal, cor, header=old)
+    rc, out, err = run(capsys, "db", "import", path)
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 2, err
+    assert lines[0].startswith(f"wticonv: error: {path}:1: the header's figures_method is "
+                               "null, not this wticonv's (2)")
+    assert lines[0].endswith("(4 record(s) refused: line(s) 3-6)")
+    assert lines[1] == (f"wticonv: error: 4 bad record(s) in {path}: nothing imported; fix "
+                        "or remove them, or pass --skip-bad to import the 1 good one(s)")
+    # many records of one device pattern: one line for all of them
+    pattern = "NVIDIA CUDA|NVIDIA *|550.54.15"
+    path = _file(tmp_path, *[_rec(device=pattern, solver=s) for s in VERSIONS])
+    rc, out, err = run(capsys, "db", "import", path)
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 2, err
+    assert lines[0] == (f"wticonv: error: {path}:2-5 (4 records): device '{pattern}' is a "
+                        "pattern, which only a system database may hold (docs/fleet.md): give "
+                        "the exact device key")
+    assert lines[1].endswith("no record of it is good, so --skip-bad would import nothing")
+
+
+def test_the_bad_lines_listed_are_capped(cache, tmp_path, capsys):
+    bad = [_rec(problem=K3, solver="direct.naive", values={"time_ms": -1.0 - i})
+           for i in range(25)]
+    rc, _, err = run(capsys, "db", "import", _file(tmp_path, GOOD, *bad))
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 22
+    assert lines[19].startswith(f"wticonv: error: {tmp_path / 'in.jsonl'}:22: values.time_ms "
+                                "= -20.0")
+    assert lines[20] == "wticonv: error: and 5 more bad record(s)"
+    assert lines[21].endswith("pass --skip-bad to import the 1 good one(s)")
+
+
+def test_an_export_that_matches_nothing_leaves_an_existing_file(cache, tmp_path, capsys):
+    path = tmp_path / "keep.jsonl"
+    path.write_text("the user's last export\n")
+    rc, out, err = run(capsys, "db", "export", str(path), "--device", "AMD*|*|*")
+    assert rc == 2 and out == "" and path.read_text() == "the user's last export\n"
+    assert "no record matched" in err and f"{path} exists and is left as it was" in err
+    assert "`--force`" in err
+    with pytest.raises(DbFileError, match="no record matched"):
+        export_db(cache, path, kinds=["perf-db"], devices=["AMD*|*|*"])
+    rc, _, err = run(capsys, "db", "export", str(path), "--device", "AMD*|*|*", "--force")
+    assert rc == 0 and "note: no record matched --device AMD*|*|*" in err
+    assert json.loads(path.read_text())["devices"] == [] and len(path.read_text().split(
+        "\n")) == 2                                         # a header alone
+    new = tmp_path / "new.jsonl"                           # a new file needs no --force
+    assert run(capsys, "db", "export", str(new), "--device", "AMD*|*|*")[0] == 0
+    assert json.loads(new.read_text())["format"] == FORMAT
+
+
+def test_skip_bad_leaves_out_a_whole_calibration_and_a_whole_find_db_problem(filled,
+                                                                             tmp_path):
+    path = tmp_path / "gpu.jsonl"
+    export_db(filled, path, devices=[GPU])
+    lines = path.read_text().splitlines()
+
+    def spoil(kind, test, change):
+        i = next(i for i, line in enumerate(lines) if f'"kind": "{kind}"' in line
+                 and test(json.loads(line)))
+        obj = json.loads(lines[i])
+        change(obj)
+        lines[i] = json.dumps(obj)
+        return i + 1
+    bad_cal = spoil("calibration", lambda r: r["direction"] == "fwd",
+                    lambda r: r["values"].update(factor=-0.5))
+    bad_find = spoil("find-db", lambda r: r["problem"] == K1 and r["solver"] == "gemm.im2col",
+                     lambda r: r["values"].update(runs=0))
+    path.write_text("\n".join(lines) + "\n")
+    target = Store(tmp_path / "t")
+    target.put_calibration(GPU, [("direct.naive", V, 2.0, 9)])            # kept whole
+    target.put_find_records(GPU, K1, [("direct.tiled", V, 0, 0.5, 3, 0)])  # kept whole
+    with pytest.raises(DbFileError) as e:
+        import_db(target, path, VERSIONS)
+    assert e.value.good == 9 - 2 - 4 - 1                   # 9 records, 2 bad, 5 left out
+    result = import_db(target, path, VERSIONS, skip_bad=True)
+    assert sorted(result["left_out"]) == sorted([
+        (f"the calibration (factors and learned corrections) of {GPU}", 4, [bad_cal]),
+        (f"the find-db records of {K1} on {GPU}", 1, [bad_find])])
+    assert result["records"] == {"find-db": 1, "perf-db": 1, "calibration": 0,
+                                 "correction": 0}
+    assert target.get_calibration(GPU) == {"direct.naive": (V, 2.0)}
+    assert target.get_correction(GPU) == {}
+    assert set(target.get_find_records(GPU, K1)) == {"direct.tiled"}
+    assert set(target.get_find_records(GPU, K2)) == {"direct.tiled"}
+
+
+def test_importing_half_a_calibration_warns_that_the_other_half_goes(filled, tmp_path,
+                                                                   capsys, monkeypatch):
+    half, both = tmp_path / "half.jsonl", tmp_path / "both.jsonl"
+    export_db(filled, half, devices=[GPU], kinds=["calibration"])
+    export_db(filled, both, devices=[GPU], kinds=["calibration", "correction"])
+    target = Store(tmp_path / "t")
+    fill(target)
+    assert import_db(target, both, VERSIONS)["warnings"] == []
+    result = import_db(target, half, VERSIONS)
+    (warning,) = result["warnings"]
+    assert warning.startswith(f"the file holds the calibration factors of {GPU} but not its "
+                              "learned corrections")
+    assert "so the 2 learned correction(s) stored for it go" in warning
+    assert target.get_correction(GPU) == {}                 # as the docs say
+    assert target.get_calibration(GPU) == filled.get_calibration(GPU)
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path / "cli"))
+    fill(Store(tmp_path / "cli"))
+    rc, _, err = run(capsys, "db", "import", str(half))
+    assert rc == 0 and f"wticonv: warning: the file holds the calibration factors of {GPU}" \
+        in err
+    rc, _, err = run(capsys, "db", "export", str(tmp_path / "x.jsonl"), "--kind",
+                     "calibration")
+    assert rc == 0 and "note: calibration and correction are the two halves" in err
+
+
+def test_perf_db_records_are_checked_against_the_installed_solver(tmp_path, handle,
+                                                                 own_store):
+    from wticonv.problem.conv import parse_key
+    from wticonv.selection.perfdb import offered_perf_configs, perf_record_check
+
+    registry = handle.registry
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    check = perf_record_check(registry, own_store)
+    assert registry.solvers["direct.tiled"].tunable
+    assert not registry.solvers["direct.naive"].tunable
+    dev, key = handle.device.key, K2
+    offered = offered_perf_configs(registry, "direct.tiled", parse_key(key), handle.device,
+                                   None)
+
+    def perf(solver, config, device=dev):
+        return _rec(kind="perf-db", device=device, problem=key, solver=solver,
+                    solver_version=versions[solver],
+                    values={"perf_config": config, "time_ms": 1.0, "default_ms": 2.0})
+
+    path = _file(tmp_path, perf("direct.tiled", offered[0]), perf("direct.naive", "x"),
+                 perf("direct.tiled", "zzz", device=CPU), perf("direct.tiled", "zzz"))
+    with pytest.raises(DbFileError) as e:
+        import_db(own_store, path, versions, solver_check=check)
+    naive, unknown = e.value.bad
+    assert naive.line == 3 and naive.error.startswith(
+        "direct.naive is not tunable (it offers no perf configs): selection never reads a "
+        "perf-db record of it")
+    assert unknown.line == 5 and unknown.error.startswith(
+        "direct.tiled does not offer perf config 'zzz' for this problem on this device "
+        f"(it offers {offered[0]}")
+    # the record of another machine's device is checked where it is used; the good one
+    # of this device goes in
+    result = import_db(own_store, path, versions, skip_bad=True, solver_check=check)
+    assert result["records"]["perf-db"] == 2
+    assert own_store.get_perf_records(dev)[(key, "direct.tiled")][1] == offered[0]
+
+
+def test_a_utf8_bom_is_read_and_other_encodings_say_save_it_as_utf8(filled, tmp_path,
+                                                                    monkeypatch):
+    path = tmp_path / "all.jsonl"
+    summary = export_db(filled, path)
+    text = path.read_text()
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
+    assert import_db(Store(tmp_path / "b"), bom, VERSIONS)["records"] == summary["records"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\ufeff" + text))
+    assert import_db(Store(tmp_path / "c"), "-", VERSIONS)["records"] == summary["records"]
+    utf16, latin1 = tmp_path / "utf16.jsonl", tmp_path / "latin1.jsonl"
+    utf16.write_bytes(text.encode("utf-16"))
+    latin1.write_bytes(text.replace("Xeon", "X\u00e9on").encode("latin-1"))
+    with pytest.raises(DbFileError, match="looks like UTF-16 text; save it as UTF-8"):
+        read_db(utf16)
+    with pytest.raises(DbFileError, match=r"another encoding \(Latin-1.*save it as UTF-8"):
+        read_db(latin1)

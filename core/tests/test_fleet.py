@@ -291,3 +291,178 @@ def test_joining_a_scheduler_by_its_address(fleet, few_solvers, tmp_path, handle
     (res, dev), = report.devices.items()
     assert res == device_resource("cpu", dev["name"]) and dev["kind"] == "cpu"
     assert store.find_problem_keys(dev["key"]) == [PROBLEMS[0].key]
+
+
+# ------------------------------------------- after a fresh user's trial (fleet-trial)
+@pytest.fixture
+def caller_system_db(tmp_path, monkeypatch, handle):
+    """A system database of this process only (the fleet's workers were started with
+    none): a calibration of the device that makes direct.naive look 10^4 x faster."""
+    from wticonv.db.system import ENV, reset_system_databases
+    from wticonv.db.transfer import Record, format_db
+
+    version = handle.registry.solvers["direct.naive"].version
+    path = tmp_path / "caller-sysdb.jsonl"
+    path.write_text("\n".join(format_db([Record(
+        "calibration", handle.device.key, None, "direct.naive", None, version,
+        {"factor": 1e4, "probes": 5})])) + "\n")
+    monkeypatch.setenv(ENV, str(path))
+    reset_system_databases()
+    yield path
+    reset_system_databases()
+
+
+def test_workers_predict_with_the_callers_system_calibration(
+        fleet, serial_handle, tmp_path, handle, caller_system_db):
+    from wticonv.measuring.evaluate import score
+
+    store = _caller_store(tmp_path, handle)
+    report = jobs.evaluate(PROBLEMS[:2], fleet, iterations=1, time_cap_ms=20, store=store)
+    assert report.failures == []
+    (res, cases), = report.cases.items()
+    key = report.devices[res]["key"]
+    serial_handle = _handle_with_figures(tmp_path, serial_handle, key, store)
+    for ours in cases:
+        theirs = score(serial_handle, ours.problem, ours.measured_ms)
+        assert ours.chosen["fallback"] == theirs.chosen["fallback"] == "direct.naive"
+        assert ours.predicted_ms == pytest.approx(theirs.predicted_ms, rel=1e-12)
+
+
+def test_a_worker_sets_its_own_system_databases_aside(own_handle, tmp_path, monkeypatch):
+    """What a worker does with a task's records (jobs_worker.sync, in this process as the
+    worker): its own system calibration of the device no longer serves; the caller's
+    system calibration, sent with the task, does."""
+    from wticonv.db.system import ENV, reset_system_databases
+    from wticonv.db.transfer import Record, format_db
+    from wticonv.fleet.jobs_worker import sync
+    from wticonv.selection.ranking import select
+
+    key, version = own_handle.device.key, own_handle.registry.solvers["direct.naive"].version
+    own = tmp_path / "worker-sysdb.jsonl"
+    own.write_text("\n".join(format_db([Record("calibration", key, None, "direct.naive",
+                                               None, version, {"factor": 1e4,
+                                                               "probes": 5})])) + "\n")
+    monkeypatch.setenv(ENV, str(own))
+    reset_system_databases()
+    try:
+        def naive():
+            sel = select(own_handle.registry, PROBLEMS[0], own_handle.device)
+            return next(v for v in sel.verdicts if v.solver_id == "direct.naive")
+        assert naive().source == "system calibration"               # the worker's own
+        synced: dict = {}
+        none = {key: {"factors": [], "models": [], "source": "", "system_db": ""}}
+        sync(own_handle, {"calibration": none, "calibration_digest": "a",
+                          "system": {"perf": [], "find": []}}, synced)
+        assert naive().source == "model" and naive().raw_wti is None
+        theirs = {key: {"factors": [("direct.naive", version, 2.0)], "models": [],
+                        "source": "system calibration", "system_db": "caller's sysdb"}}
+        sync(own_handle, {"calibration": theirs, "calibration_digest": "b",
+                          "system": {"perf": [], "find": []}}, synced)
+        v = naive()
+        assert (v.source, v.system_db) == ("system calibration", "caller's sysdb")
+        assert v.wti == pytest.approx(2.0 * v.raw_wti)
+        assert own_handle.device.store.get_calibration(key) == {}   # served, not stored
+    finally:
+        reset_system_databases()
+
+
+def test_a_worker_without_a_plugin_of_the_callers_is_refused_once(few_solvers, tmp_path,
+                                                                  handle, monkeypatch):
+    monkeypatch.setenv("WTICONV_NO_PLUGINS", "wticonv-fft")      # the workers' env only
+    with Fleet(devices="cpu") as lacking:
+        monkeypatch.delenv("WTICONV_NO_PLUGINS")
+        store = _caller_store(tmp_path, handle)
+        report = jobs.find(PROBLEMS[:2], lacking, iterations=1, time_cap_ms=20,
+                           search=False, store=store)
+    (worker, why), = report.refused.items()
+    fft = handle.registry.solvers["fft.tiled"].version
+    assert why.startswith(f"worker {worker} ({handle.device.info.name}) lacks fft.tiled "
+                          f"{fft}, fft.tiled_3xtf32 {fft}: its results are refused")
+    assert "install the same plugins, in the same versions, on every worker" in why
+    assert [(label, reason) for _, label, reason in report.failures] == [
+        ("describe", f"result refused: worker {worker}'s solvers are not this process's")]
+    assert store.find_problem_keys(handle.device.key) == []          # nothing merged
+
+
+def test_resume_needs_a_record_of_every_solver_find_times_there(fleet, few_solvers,
+                                                               tmp_path, handle):
+    store = _caller_store(tmp_path, handle)
+    key = handle.device.key
+    ver = {sid: e.version for sid, e in handle.registry.solvers.items()}
+    # PROBLEMS[0] (3x3): naive and im2col, all that apply (gemm.1x1 does not): done;
+    # PROBLEMS[1] (1x1): naive alone, where im2col and 1x1 apply too: not done
+    store.put_find_records(key, PROBLEMS[0].key, [("direct.naive", ver["direct.naive"], 0,
+                                                   5.0, 1, 0),
+                                                  ("gemm.im2col", ver["gemm.im2col"], 4096,
+                                                   1.0, 1, 0)])
+    store.put_find_records(key, PROBLEMS[1].key, [("direct.naive", ver["direct.naive"], 0,
+                                                   5.0, 1, 0)])
+    report = jobs.find(PROBLEMS[:2], fleet, iterations=1, time_cap_ms=20, search=False,
+                       store=store)
+    assert report.failures == []
+    (res, done), = report.results.items()
+    assert report.skipped[res] == 1 and [item["problem"] for item in done] == [
+        PROBLEMS[1].key]
+    assert set(store.get_find_records(key, PROBLEMS[1].key)) == set(KEEP)
+    assert store.get_find_records(key, PROBLEMS[0].key)["direct.naive"][2] == 5.0  # kept
+
+
+def test_the_workers_of_a_local_cluster_ignore_ctrl_c(fleet):
+    import os
+    import signal
+    import time
+
+    before = fleet.client.run(os.getpid)
+    assert len(before) == 2
+    for pid in before.values():
+        os.kill(pid, signal.SIGINT)          # what Ctrl-C in a terminal sends them
+    time.sleep(2)
+    assert fleet.client.run(os.getpid) == before      # the same workers, alive
+
+
+def test_a_scheduler_that_goes_away_is_one_error_and_merged_results_stay():
+    import logging
+    import time
+
+    from wticonv.errors import FleetError
+
+    def work(spec):
+        import time
+
+        time.sleep(0.2)
+        return {"worker": "w", "started": time.time(), "ended": time.time(),
+                "n": spec["n"]}
+
+    errors: list = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append
+    logging.getLogger("distributed.client").addHandler(handler)
+    cluster = distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                                       dashboard_address=None, resources={"wticonv-x": 1})
+    try:
+        fleet = Fleet(cluster.scheduler_address)       # joined by its address
+        got: list = []
+
+        def merge(task, value):
+            got.append(value["n"])
+            if len(got) == 2:
+                cluster.sync(cluster.scheduler.close)   # the scheduler goes away
+
+        start = time.monotonic()
+        tasks = [Task(f"t{i}", "wticonv-x", {"n": i}, f"p{i}", work) for i in range(20)]
+        with pytest.raises(FleetError) as e:
+            run_tasks(fleet.client, tasks, merge)
+        assert str(e.value) == (
+            f"the Dask scheduler at {cluster.scheduler_address} went away (it closed, "
+            "restarted or cannot be reached any more): what finished was merged; run the "
+            "command again to resume (it skips what is done)")
+        assert got == [0, 1]
+        fleet.close()                                  # at once, and quietly
+        assert time.monotonic() - start < 15 and fleet.client.status == "closed"
+        assert [r.getMessage() for r in errors] == []
+    finally:
+        logging.getLogger("distributed.client").removeHandler(handler)
+        try:
+            cluster.close(timeout=2)
+        except Exception:  # noqa: BLE001 - its scheduler is gone already
+            pass

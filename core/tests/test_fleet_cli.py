@@ -122,3 +122,106 @@ def test_progress_table_shows_each_devices_tasks():
     assert "fleet: 12 s" in text
     row = next(line for line in text.splitlines() if "wticonv-gpu-NVIDIA_H200" in line)
     assert row.split()[1:] == ["7", "1", "2", "30"]
+
+
+# ------------------------------------------- after a fresh user's trial (fleet-trial)
+@pytest.mark.parametrize("argv, message", [
+    (["find", KEY, "--cluster", "http://127.0.0.1:8787"],
+     "http://127.0.0.1:8787 is a web address (the Dask dashboard's?), not the scheduler's: "
+     "give the scheduler's own address, tcp://HOST:PORT"),
+    (["evaluate", "alexnet", "--cluster", "https://10.0.0.1:8787"], "not the dashboard's "
+                                                                     "http:// one (port 8787)"),
+    (["worker", "http://x:1"], "http://x:1 is a web address"),
+    (["worker", "foo bar"], "'foo bar' is not a scheduler address: give tcp://HOST:PORT"),
+    (["worker", "tcp://127.0.0.1:1"],
+     "cannot reach the Dask scheduler at tcp://127.0.0.1:1 (Connection refused): is `dask "
+     "scheduler` running there, on this port?"),
+    (["find", KEY, "--no-search", "--cluster", "tcp://127.0.0.1:1"],
+     "cannot reach the Dask scheduler at tcp://127.0.0.1:1 (Connection refused)"),
+])
+def test_addresses_that_are_no_schedulers_are_one_line_errors(argv, message, capsys):
+    import time
+
+    pytest.importorskip("distributed")
+    start = time.monotonic()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert time.monotonic() - start < 10                # a refused port: no 30 s wait
+
+
+def test_the_python_api_refuses_a_dashboard_address():
+    pytest.importorskip("distributed")
+    from wticonv import fleet
+    from wticonv.errors import FleetError
+
+    with pytest.raises(FleetError, match="is a web address .* tcp://HOST:PORT"):
+        fleet.Fleet("http://127.0.0.1:8787")
+    with pytest.raises(FleetError, match="is a web address"):
+        fleet.find([], "https://127.0.0.1:8787")
+
+
+def test_worker_device_gpu_without_a_gpu_says_so(capsys, handle):
+    pytest.importorskip("distributed")
+    from wticonv.runtime.device import list_devices
+
+    if any(info.kind == "gpu" for info, _ in list_devices()):
+        pytest.skip("this machine has a GPU")
+    assert main(["worker", "tcp://127.0.0.1:1", "--device", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wticonv: error: no usable OpenCL GPU device to serve (wticonv "
+                          "worker): this machine has cpu device(s) only"), err
+
+
+@pytest.mark.parametrize("command", [["find", KEY], ["evaluate", "alexnet"], ["tune", KEY]])
+def test_no_resume_without_cluster_is_refused(command, capsys):
+    assert main([*command, "--no-resume"]) == 2
+    assert "--no-resume is for --cluster runs" in capsys.readouterr().err
+
+
+def test_failures_refused_workers_and_progress_name_the_device(capsys):
+    from rich.console import Console
+    from wticonv.cli.fleet import FleetProgress, finish
+    from wticonv.fleet.session import FleetReport
+
+    res = "wticonv-gpu-NVIDIA_H200"
+    report = FleetReport("find", devices={res: {"name": "NVIDIA H200"}},
+                         failures=[(res, "k1", "boom"), (res, "k2", "boom"),
+                                   (res, "k3", "other")],
+                         refused={"node7-gpu-0.0": "worker node7-gpu-0.0 (NVIDIA H200) "
+                                                   "lacks fft.tiled 0.2.0: ..."},
+                         skipped={res: 4})
+    assert finish(report, False, {}) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "wticonv: NVIDIA H200: 4 problem(s) skipped, already in the databases "
+        "(--no-resume measures them again)",
+        "wticonv: error: worker node7-gpu-0.0 (NVIDIA H200) lacks fft.tiled 0.2.0: ...",
+        "wticonv: failed on NVIDIA H200: 2 tasks (k1, ...): boom",
+        "wticonv: failed on NVIDIA H200: k3: other"]
+    console = Console(width=120, record=True)
+    console.print(FleetProgress.table({res: {"done": 1, "running": 0, "failed": 0,
+                                             "remaining": 2, "device": "NVIDIA H200"}}, 3))
+    row = next(line for line in console.export_text().splitlines() if "H200" in line)
+    assert row.split() == ["NVIDIA", "H200", "1", "0", "0", "2"]
+
+
+def test_wticonv_worker_says_when_its_scheduler_goes_away(handle):
+    distributed = pytest.importorskip("distributed")
+    import subprocess
+
+    with distributed.LocalCluster(n_workers=0, dashboard_address=None) as scheduler, \
+            distributed.Client(scheduler) as client:
+        proc = subprocess.Popen([sys.executable, "-m", "wticonv", "worker",
+                                 scheduler.scheduler_address, "--device", "cpu"],
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            client.wait_for_workers(1, timeout=120)
+        except BaseException:
+            proc.kill()
+            raise
+    rc = proc.wait(timeout=60)                           # the scheduler closed: it ends
+    err = proc.stderr.read()
+    assert rc == 2, err[-2000:]
+    assert (f"wticonv: error: the Dask scheduler at {scheduler.scheduler_address} went away"
+            in err)
+    assert "start `wticonv worker" in err

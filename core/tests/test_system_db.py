@@ -232,7 +232,7 @@ def test_a_calibration_fitted_to_figures_of_another_method_is_not_used(device, s
         sel = select(registry(), P, device)
     (message,) = [str(w.message) for w in seen]
     assert "old-method.jsonl has 1 bad record(s)" in message
-    assert "figures_method null" in message and "calibrate the device again" in message
+    assert "figures_method is null" in message and "calibrate the device again" in message
     assert verdict(sel, "b.slow").source != "system calibration"
 
 
@@ -345,3 +345,57 @@ def test_db_system_lists_the_databases_and_what_they_serve_here(handle, capsys, 
     out = capsys.readouterr().out
     assert f"{path}: 2 record(s) (find-db 1, calibration 1)" in out
     assert f"calibration: {path}" in out
+
+
+def test_db_system_and_explain_say_when_no_record_is_of_an_installed_version(
+        handle, tmp_path, monkeypatch, capsys, system):
+    """A system calibration all of whose records are of other solver versions (or of
+    solvers not installed) serves nothing: `db system` says so, and explain's note."""
+    from wticonv.cli import main
+    from wticonv.runtime.device import list_devices
+
+    cache = Store(tmp_path / "cache")
+    cache.copy_device_records(handle.device.store, [i.key for i, _ in list_devices()])
+    monkeypatch.setenv("WTICONV_CACHE_DIR", str(tmp_path / "cache"))
+    dev = handle.device.key
+    path = system(cal("direct.naive", 1e4, device=dev, version="0.0.1"),
+                  cal("gemm.im2col", 2.0, device=dev, version="0.0.1"),
+                  cal("acme.gone", 2.0, device=dev))
+    assert main(["db", "system", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (db,) = data["databases"]
+    assert db["unusable"] == 3 and db["records"]["calibration"] == 3
+    here = next(d for d in data["devices"] if d["key"] == dev)
+    assert (here["calibration"], here["calibration_records"],
+            here["calibration_usable"]) == (str(path), 3, 0)
+    assert main(["db", "system"]) == 0
+    out = capsys.readouterr().out
+    assert (f"{path}: 3 record(s) (calibration 3); none of them usable here (all of other "
+            "solver versions, or of solvers not installed)") in out
+    assert (f"calibration: {path}: none of its 3 record(s) usable here (other solver "
+            "versions, or solvers not installed): not used") in out
+    key = "8-9-9-3x3-4-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-F"
+    assert main(["explain", key, "--json", "--device", handle.device.info.index]) == 0
+    chosen = json.loads(capsys.readouterr().out)["selections"][0]
+    assert all(v["source"] != "system calibration" for v in chosen["solvers"])
+    assert chosen["calibration_note"] == (
+        f"the system calibration (the system database {path}) holds no record of an "
+        "installed solver version (its 3 record(s) are of other versions, or of solvers not "
+        "installed): it corrects no WTI here; `wticonv calibrate` makes one for these "
+        "versions")
+    assert main(["explain", key, "--device", handle.device.info.index]) == 0
+    assert "note: the system calibration (the system database" in " ".join(
+        capsys.readouterr().out.split())
+
+
+def test_a_partly_stale_calibration_names_the_solvers_it_leaves_uncorrected(device, system):
+    system(cal("b.slow", 10.0), cal("a.fast", 3.0, version="0.9"))
+    sel = select(registry(), P, device)
+    assert verdict(sel, "b.slow").source == "system calibration"
+    assert verdict(sel, "a.fast").source == "model"
+    assert sel.calibration_note.startswith("1 of the 2 record(s) of the system calibration "
+                                           "(the system database ")
+    assert sel.calibration_note.endswith("are of other solver versions, or of solvers not "
+                                         "installed: a.fast not corrected")
+    device.store.put_calibration(device.key, [("b.slow", "1.0", 2.0, 5)])   # all count
+    assert select(registry(), P, device).calibration_note == ""

@@ -86,7 +86,7 @@ def solver_tolerance(handle: Handle, solver_id: str, problem: ConvProblem | None
 
 
 def export_db(file, devices=None, kinds=None, store=None, match: str | None = None,
-              comment: str | None = None) -> dict:
+              comment: str | None = None, force: bool = False) -> dict:
     """Write the cache's find-db, perf-db and calibration records to ``file`` (a path, or
     ``"-"`` for standard output) in the ``wticonv-db`` format (``wticonv db export``;
     docs/fleet.md): a header line, then one record a line, sorted.
@@ -94,14 +94,16 @@ def export_db(file, devices=None, kinds=None, store=None, match: str | None = No
     ``devices``: device keys or patterns (``*`` any text) whose records to write (default:
     all); ``kinds``: some of ``"find-db"``, ``"perf-db"``, ``"calibration"``,
     ``"correction"`` (default: all); ``store``: a :class:`wticonv.db.Store` (default: the
-    user's cache); ``match``, ``comment``: see :func:`wticonv.db.transfer.export_db`, which
-    this calls. Returns its summary (record counts per kind, devices).
+    user's cache); ``match``, ``comment``, ``force``: see
+    :func:`wticonv.db.transfer.export_db`, which this calls (an existing ``file`` is not
+    replaced by an export that matched no record, :class:`DbFileError`, unless ``force``).
+    Returns its summary (record counts per kind, devices).
     """
     from wticonv.db.store import Store
     from wticonv.db.transfer import export_db as export
 
     return export(store if store is not None else Store(), file, devices, kinds, match,
-                  comment)
+                  comment, force)
 
 
 def import_db(file, devices=None, skip_bad: bool = False, check: bool = False,
@@ -109,20 +111,25 @@ def import_db(file, devices=None, skip_bad: bool = False, check: bool = False,
     """Import a ``wticonv-db`` file (a path, ``"-"`` or an open text file) into the cache,
     in one transaction (``wticonv db import``).
 
-    Every record is checked, and that its solver is installed in the version that
-    measured it. A file with a bad record imports nothing and raises
-    :class:`DbFileError` (each bad line with what is wrong and how to fix it) unless
-    ``skip_bad``: then the good ones are imported and the bad ones returned. ``devices``
+    Every record is checked, that its solver is installed in the version that measured
+    it, and that a perf-db record's solver is tunable and offers its perf config. A file
+    with a bad record imports nothing and raises :class:`DbFileError` (each bad line with
+    what is wrong and how to fix it) unless ``skip_bad``: then the good ones are imported
+    (a bad record leaves out its whole unit: a device's calibration, a find-db problem's
+    records on a device) and the bad ones returned. ``devices``
     (device keys or patterns) imports only those devices' records; ``check`` imports
     nothing. Returns :func:`wticonv.db.transfer.import_db`'s summary.
     """
     from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
     from wticonv.db.transfer import import_db as load
+    from wticonv.selection.perfdb import perf_record_check
 
-    versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
-    return load(store if store is not None else Store(), file, versions, devices, skip_bad,
-                check)
+    registry = SolverRegistry()
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    store = store if store is not None else Store()
+    return load(store, file, versions, devices, skip_bad, check,
+                perf_record_check(registry, store))
 
 
 _moved.install()

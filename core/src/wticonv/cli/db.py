@@ -63,14 +63,17 @@ def _counts(counts: dict) -> str:
                    "of one device.")
 @click.option("--comment", default=None, metavar="TEXT",
               help="Keep TEXT in the header (e.g. the command that measured the records).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing FILE even when no record matched (a header alone).")
 @_json_option
-def export_command(file, devices, kinds, match, comment, as_json) -> int:
+def export_command(file, devices, kinds, match, comment, force, as_json) -> int:
     """Write the cache's records to FILE ('-': standard output).
 
     One header line (format, version, wticonv version, date, devices), then one record a
     line, sorted by kind, device, problem and solver, so that two exports diff well.
     Without --device, every device's records. An existing FILE is replaced whole, once
-    the export is complete.
+    the export is complete; when no record matched, it is left as it was (exit status
+    2) unless --force.
     """
     from wticonv.db.store import Store
     from wticonv.db.transfer import export_db
@@ -83,7 +86,10 @@ def export_command(file, devices, kinds, match, comment, as_json) -> int:
     store = Store()
     keys = _device_keys(devices, store)
     try:
-        summary = export_db(store, file, keys, kinds or None, match, comment)
+        summary = export_db(store, file, keys, kinds or None, match, comment, force)
+    except DbFileError as e:
+        print(f"wticonv: error: {e}", file=sys.stderr)
+        return 2
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--match") from None
     except OSError as e:
@@ -97,9 +103,14 @@ def export_command(file, devices, kinds, match, comment, as_json) -> int:
     print(f"exported {total} record(s) ({_counts(summary['records'])}) of "
           f"{len(summary['devices'])} device(s) to {file}", file=say)
     if not total:
-        print("wticonv: note: nothing to export" + (" for --device "
-              + ", ".join(devices) if devices else "") + ": `wticonv cache` counts what the "
-              "cache holds", file=sys.stderr)
+        print("wticonv: note: no record matched" + (" --device " + ", ".join(devices)
+              if devices else "") + (" --kind " + ", ".join(kinds) if kinds else "")
+              + ": `wticonv cache` counts what the cache holds", file=sys.stderr)
+    elif kinds and ("calibration" in kinds) != ("correction" in kinds):
+        print("wticonv: note: calibration and correction are the two halves of one "
+              "calibration: importing one alone replaces the device's whole calibration "
+              "there (export them together: --kind calibration --kind correction)",
+              file=sys.stderr)
     return 0
 
 
@@ -114,41 +125,59 @@ def export_command(file, devices, kinds, match, comment, as_json) -> int:
 def import_command(file, devices, skip_bad, check, as_json) -> int:
     """Import the records of FILE ('-': standard input) into the cache.
 
-    Every record is checked: its fields and numbers, its problem key, and that its solver
+    Every record is checked: its fields and numbers, its problem key, that its solver
     is installed in the version that measured it (records of another version are never
-    used). Each bad record is reported with its line, what is wrong and how to fix it, and
-    the file imports nothing (exit status 2) unless --skip-bad. The good records go in in
-    one transaction. A record replaces what the command that measures it would: a
-    problem's find-db records on its device, one perf-db record, a device's whole
-    calibration.
+    used), and that a perf-db record's solver is tunable and offers its perf config (on
+    this machine's devices). Each bad record is reported with its line, what is wrong and
+    how to fix it (alike ones once), and the file imports nothing (exit status 2) unless
+    --skip-bad: then a bad record leaves out its whole unit, a device's calibration
+    (factors and learned corrections) or a find-db problem's records on a device. The
+    good records go in in one transaction. A record replaces what the command that
+    measures it would: a problem's find-db records on its device, one perf-db record, a
+    device's whole calibration.
     """
     from wticonv.contract.registry import SolverRegistry
+    from wticonv.db.checks import group_bad
     from wticonv.db.store import Store
     from wticonv.db.transfer import import_db
+    from wticonv.selection.perfdb import perf_record_check
 
     registry = SolverRegistry()
     versions = {sid: e.version for sid, e in registry.solvers.items()}
     store = Store()
     keys = _device_keys(devices, store)
     try:
-        result = import_db(store, file, versions, keys, skip_bad, check)
+        result = import_db(store, file, versions, keys, skip_bad, check,
+                           perf_record_check(registry, store))
     except DbFileError as e:
         return _refused(e, as_json)
     total = sum(result["records"].values())
     absent = _absent_devices(result["devices"])
+    left_out = [{"unit": u, "records": n, "bad_lines": lines}
+                for u, n, lines in result["left_out"]]
     if as_json:
         _emit_json({"file": file, "written": result["written"], "check": check,
                     "records": result["records"], "devices": result["devices"],
                     "skipped_devices": result["skipped"],
                     "bad": [{"line": b.line, "error": b.error} for b in result["bad"]],
+                    "left_out": left_out, "warnings": result["warnings"],
                     "not_on_this_machine": absent})
         return 0
-    for b in result["bad"]:
-        print(f"wticonv: warning: {file}:{b.line}: {b.error} (skipped)", file=sys.stderr)
+    for where, error in group_bad(result["bad"]):
+        print(f"wticonv: warning: {file}:{where}: {error} (skipped)" if where else
+              f"wticonv: warning: {error} (skipped)", file=sys.stderr)
+    for u in left_out:
+        print(f"wticonv: warning: {file}: left out {u['unit']} whole ({u['records']} good "
+              f"record(s)), for its bad line(s) {', '.join(map(str, u['bad_lines']))}: it "
+              "goes in whole or not at all", file=sys.stderr)
+    for w in result["warnings"]:
+        print(f"wticonv: warning: {w}", file=sys.stderr)
     verb = "checked" if check else "imported"
     click.echo(f"{verb} {total} record(s) ({_counts(result['records'])}) of "
                f"{len(result['devices'])} device(s) from {file}"
                + (f"; {len(result['bad'])} bad record(s) skipped" if result["bad"] else "")
+               + (f", {sum(u['records'] for u in left_out)} good one(s) of their units left "
+                  "out" if left_out else "")
                + (f"; {result['skipped']} record(s) of other devices left out"
                   if result["skipped"] else "")
                + ("; nothing written (--check)" if check else ""))
@@ -160,7 +189,10 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
 
 
 def _refused(e: DbFileError, as_json: bool) -> int:
-    """Report a file that imported nothing: each bad line, then what to do; status 2."""
+    """Report a file that imported nothing: its bad lines (alike ones once, at most
+    MAX_REPORTED), then what to do; status 2."""
+    from wticonv.db.checks import group_bad
+
     if as_json:
         _emit_json({"file": e.path, "written": False, "good": e.good,
                     "bad": [{"line": b.line, "error": b.error} for b in e.bad],
@@ -169,11 +201,13 @@ def _refused(e: DbFileError, as_json: bool) -> int:
     if len(e.bad) == 1 and not e.good and str(e).count("\n") == 0:
         print(f"wticonv: error: {e}", file=sys.stderr)       # the file itself is unusable
         return 2
-    for b in e.bad:
-        print(f"wticonv: error: {e.path}:{b.line}: {b.error}", file=sys.stderr)
+    for where, error in group_bad(e.bad):
+        print(f"wticonv: error: {e.path}:{where}: {error}" if where else
+              f"wticonv: error: {error}", file=sys.stderr)
+    more = (f"pass --skip-bad to import the {e.good} good one(s)" if e.good else
+            "no record of it is good, so --skip-bad would import nothing")
     print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: nothing imported; fix "
-          f"or remove them, or pass --skip-bad to import the {e.good} good one(s)",
-          file=sys.stderr)
+          f"or remove them, or {more}", file=sys.stderr)
     return 2
 
 
@@ -201,13 +235,20 @@ def system_command(as_json) -> int:
     """
     import os
 
+    from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
     from wticonv.db.system import ENV, system_databases
     from wticonv.runtime.discovery import list_devices
 
+    versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
+
+    def usable(solver, version) -> bool:
+        return versions.get(solver) == version
+
     dbs = system_databases()
     rows = [{"name": d.name, "error": d.error, "bad": len(d.bad),
              "records": {k: sum(r.kind == k for r in d.records) for k in KINDS},
+             "unusable": sum(not usable(r.solver, r.solver_version) for r in d.records),
              "devices": d.devices, "measured_on": d.header.get("measured_on", []),
              "comment": d.header.get("comment", ""), "created": d.header.get("created", "")}
             for d in dbs.databases]
@@ -220,8 +261,12 @@ def system_command(as_json) -> int:
     for info in listed:
         view = dbs.view(info.key)
         own = bool(store.get_calibration(info.key) or store.get_correction(info.key))
+        cal = [(key.split("@")[0], rec[0]) for key, rec in view.calibration.items()]
+        cal += [(sid, rec[0]) for sid, rec in view.correction.items()]
         here.append({"device": info.index, "name": info.name, "key": info.key,
                      "calibration": view.calibration_source, "own_calibration": own,
+                     "calibration_records": len(cal),
+                     "calibration_usable": sum(usable(sid, ver) for sid, ver in cal),
                      "find_db_problems": len(view.find), "perf_db_records": len(view.perf)})
     source = (f"{ENV}={os.environ[ENV]!r}" if ENV in os.environ
               else "entry points of wticonv.system_db")
@@ -230,18 +275,31 @@ def system_command(as_json) -> int:
         return 0
     click.echo(f"system databases ({source}): {len(rows) or 'none'}")
     for r in rows:
+        total, unusable = sum(r["records"].values()), r["unusable"]
         state = (f"cannot be used: {r['error']}" if r["error"] else
-                 f"{sum(r['records'].values())} record(s) ({_counts(r['records'])})"
-                 + (f", {r['bad']} bad ones ignored" if r["bad"] else ""))
+                 f"{total} record(s) ({_counts(r['records'])})"
+                 + (f", {r['bad']} bad ones ignored" if r["bad"] else "")
+                 + ("; none of them usable here (all of other solver versions, or of "
+                    "solvers not installed)" if unusable and unusable == total else
+                    f"; {unusable} of them not usable here (other solver versions, or "
+                    "solvers not installed)" if unusable else ""))
         click.echo(f"  {r['name']}: {state}")
         for dev in r["devices"]:
             click.echo(f"    for {dev}")
         if r["comment"]:
             click.echo(f"    made by: {r['comment']}")
     for h in here:
-        cal = h["calibration"]
-        what = ("calibration: " + (f"{cal}" + (" (yours overrides it)" if h["own_calibration"]
-                                               else " (used)") if cal else "none"))
+        cal, n, ok = h["calibration"], h["calibration_records"], h["calibration_usable"]
+        if not cal:
+            what = "calibration: none"
+        elif not ok:
+            what = (f"calibration: {cal}: none of its {n} record(s) usable here (other "
+                    "solver versions, or solvers not installed): not used")
+        else:
+            what = (f"calibration: {cal}"
+                    + (" (yours overrides it)" if h["own_calibration"] else " (used)")
+                    + (f"; {n - ok} of its {n} record(s) not usable here (other solver "
+                       "versions, or solvers not installed)" if ok < n else ""))
         click.echo(f"{h['device']} {h['name']!r}: {what}; find-db records of "
                    f"{h['find_db_problems']} problem(s), {h['perf_db_records']} perf-db "
                    "record(s)")

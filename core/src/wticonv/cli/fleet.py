@@ -17,19 +17,30 @@ import click
 
 from wticonv.cli.commands import _emit_json, cli
 
-__all__ = ["cluster_option", "resume_option", "FleetProgress", "finish", "fleet_of"]
+__all__ = ["cluster_option", "resume_option", "check_resume", "FleetProgress", "finish",
+           "fleet_of"]
 
 
 def _address(ctx, param, value):
-    """``--cluster``'s value: None, ``"local"`` or a scheduler address; a usage error for
-    a word that is not one (click gives ``--cluster`` the word after it: ``--cluster
-    resnet50`` would take the network for an address)."""
-    if value is None or value == "local" or ":" in value:
+    """``--cluster``'s value: None, ``"local"`` or a scheduler address
+    (:func:`wticonv.fleet.cluster.check_address`: the dashboard's ``http://`` address is
+    refused with what to give instead); a usage error for a word that is not one (click
+    gives ``--cluster`` the word after it: ``--cluster resnet50`` would take the network
+    for an address)."""
+    if value is None or value == "local":
         return value
-    raise click.BadParameter(f"{value!r} is not a scheduler address (tcp://HOST:PORT): "
-                             "--cluster takes the word after it as the address; put "
-                             "--cluster after the network or flags, or write --cluster=local",
-                             param_hint="--cluster")
+    if ":" not in value:
+        raise click.BadParameter(f"{value!r} is not a scheduler address (tcp://HOST:PORT): "
+                                 "--cluster takes the word after it as the address; put "
+                                 "--cluster after the network or flags, or write "
+                                 "--cluster=local", param_hint="--cluster")
+    from wticonv.errors import FleetError
+    from wticonv.fleet.cluster import check_address
+
+    try:
+        return check_address(value)
+    except FleetError as e:
+        raise click.BadParameter(str(e), param_hint="--cluster") from None
 
 
 def cluster_option(f):
@@ -45,7 +56,17 @@ def cluster_option(f):
 def resume_option(f):
     return click.option("--no-resume", "no_resume", is_flag=True,
                         help="With --cluster: measure again the problems the databases "
-                             "already hold for a device (default: skip them).")(f)
+                             "already hold for a device (default: skip them). Without "
+                             "--cluster every problem is measured, and it is refused.")(f)
+
+
+def check_resume(no_resume: bool, cluster) -> None:
+    """``--no-resume`` without ``--cluster`` is a usage error: a run without a fleet
+    measures every problem (it does not resume), so the flag would mean nothing."""
+    if no_resume and not cluster:
+        raise click.UsageError("--no-resume is for --cluster runs, which skip what the "
+                               "databases hold; a run without --cluster measures every "
+                               "problem anyway: leave --no-resume out")
 
 
 def fleet_of(cluster: str, device: str | None):
@@ -88,9 +109,10 @@ class FleetProgress:
         t = Table(title=f"fleet: {elapsed:.0f} s", box=box.SIMPLE_HEAD)
         for col in ("device", "done", "running", "failed", "remaining"):
             t.add_column(col, justify="left" if col == "device" else "right")
-        for res, c in sorted(snapshot.items()):
-            t.add_row(res, str(c["done"]), str(c["running"]), str(c["failed"]),
-                      str(c["remaining"]))
+        for res, c in sorted(snapshot.items(), key=lambda rc: (rc[1].get("device", rc[0]),
+                                                             rc[0])):
+            t.add_row(c.get("device", res), str(c["done"]), str(c["running"]),
+                      str(c["failed"]), str(c["remaining"]))
         return t
 
     def __exit__(self, *exc) -> None:
@@ -99,25 +121,33 @@ class FleetProgress:
 
 
 def finish(report, as_json: bool, payload: dict) -> int:
-    """Print the report's failures and resumed counts (stderr), the JSON ``payload`` with
-    them under ``--json``; the exit status (130 interrupted, 1 a task failed, else 0)."""
-    failures = [{"device": r, "task": label, "reason": why} for r, label, why in
-                report.failures]
+    """Print the report's refused workers (once each), failures (alike ones on one line
+    per device) and resumed counts on stderr, each naming the device, and the JSON
+    ``payload`` with them under ``--json``; the exit status (130 interrupted, 1 a task
+    failed or a worker was refused, else 0)."""
+    failures = [{"device": report.device_name(r), "resource": r, "task": label,
+                 "reason": why} for r, label, why in report.failures]
     if as_json:
         _emit_json({**payload, "devices": report.devices, "skipped": report.skipped,
-                    "failures": failures, "interrupted": report.interrupted})
+                    "failures": failures, "refused_workers": report.refused,
+                    "interrupted": report.interrupted})
     for res, k in sorted(report.skipped.items()):
         if k:
-            print(f"wticonv: {res}: {k} problem(s) skipped, already in the databases "
-                  "(--no-resume measures them again)", file=sys.stderr)
+            print(f"wticonv: {report.device_name(res)}: {k} problem(s) skipped, already in "
+                  "the databases (--no-resume measures them again)", file=sys.stderr)
+    for why in report.refused.values():
+        print(f"wticonv: error: {why}", file=sys.stderr)
+    alike: dict[tuple, list] = {}
     for f in failures:
-        print(f"wticonv: failed on {f['device']}: {f['task']}: {f['reason']}",
-              file=sys.stderr)
+        alike.setdefault((f["device"], f["reason"]), []).append(f["task"])
+    for (device, reason), tasks in alike.items():
+        what = tasks[0] if len(tasks) == 1 else f"{len(tasks)} tasks ({tasks[0]}, ...)"
+        print(f"wticonv: failed on {device}: {what}: {reason}", file=sys.stderr)
     if report.interrupted:
         print("wticonv: interrupted; what finished was merged, run the command again to "
               "do the rest", file=sys.stderr)
         return 130
-    return 1 if failures else 0
+    return 1 if failures or report.refused else 0
 
 
 @cli.command()
@@ -131,7 +161,9 @@ def worker(scheduler, device, print_only) -> int:
 
     Each worker advertises its device's resource (wticonv-KIND-NAME), runs one task at a
     time, keeps its own cache directory (fleet/NAME in the cache) and is started again
-    by its nanny if it dies. Runs until Ctrl-C. Then, anywhere:
+    by its nanny if it dies. Runs until Ctrl-C (exit status 0); when the scheduler goes
+    away (closed, restarted), the workers stop and it exits with status 2, saying so:
+    start it again once the scheduler is back (a service manager can). Then, anywhere:
     wticonv evaluate resnet50 --cluster ADDRESS.
     """
     from wticonv.fleet.cluster import require_distributed

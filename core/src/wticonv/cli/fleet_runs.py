@@ -37,7 +37,7 @@ def device_view(dev: dict):
 
 
 def _name(report, res: str) -> str:
-    return report.devices.get(res, {}).get("name", res)
+    return report.device_name(res)
 
 
 def find_on(cluster, device, problems, as_json, iterations, time_cap_ms, workspace_limit,

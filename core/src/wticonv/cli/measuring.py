@@ -28,7 +28,7 @@ from wticonv.cli.commands import (
     _trace_option,
     cli,
 )
-from wticonv.cli.fleet import cluster_option, resume_option
+from wticonv.cli.fleet import check_resume, cluster_option, resume_option
 from wticonv.cli.outputs import PROBE_CSV_COLUMNS  # noqa: F401 - the probe CSV's columns
 from wticonv.cli.outputs import print_evaluation as _print_evaluation
 from wticonv.cli.outputs import print_factors as _print_factors
@@ -154,6 +154,7 @@ def find(args, as_json, device, workspace_limit, iterations, time_cap_ms, n,
     from wticonv.measuring.find import find as find_problem
     from wticonv.measuring.precompile import precompile_problems
 
+    check_resume(no_resume, cluster)
     problems = _targets("find", args, n, directions)
     if cluster:
         from wticonv.cli.fleet_runs import find_on
@@ -211,6 +212,7 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     the rule's choices (each layer at its count) over its time with the fastest solvers.
     """
     from wticonv.measuring import evaluate as ev
+    check_resume(no_resume, cluster)
     _writable(csv_path, "--csv")
     _writable(plot_path, "--plot", (".png", ".pdf", ".svg"))
     _distinct({"NETWORK": network, "--csv": csv_path, "--plot": plot_path})
@@ -396,6 +398,7 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
     """
     from wticonv.measuring.tune import tune as tune_problem
 
+    check_resume(no_resume, cluster)
     problems = _targets("tune", args, n, directions)
     if cluster:
         from wticonv.cli.fleet_runs import tune_on

@@ -128,6 +128,8 @@ def selection(s, device) -> None:
                                     if v.system_db):
         _out.print(f"{source}: the system database {db} (`wticonv db system`; your own "
                    "records, once measured, replace it)", soft_wrap=True)
+    if s.calibration_note:
+        _out.print(f"note: {s.calibration_note}", soft_wrap=True)
 
 
 def _shared_reasons(verdicts) -> dict[str, int]:

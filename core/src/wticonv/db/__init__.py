@@ -3,6 +3,8 @@
 - :mod:`~wticonv.db.store`: the :class:`Store` (device figures and verdicts, program
   binaries, find-db, perf-db, calibration), atomic and shared between processes;
 - :mod:`~wticonv.db.records`: validation of the records read back;
+- :mod:`~wticonv.db.checks`: the records of a database file, their checks, and the units
+  an import takes whole;
 - :mod:`~wticonv.db.transfer`: the ``wticonv-db`` text format (JSON lines), export and
   import (``wticonv db export`` / ``import``);
 - :mod:`~wticonv.db.system`: system databases, read-only records shipped by

@@ -41,8 +41,11 @@ def _valid_model(model, features: int) -> bool:
     depth, each with ``2**depth - 1`` split features (indices of ``features``) and finite
     thresholds, and ``2**depth`` finite leaf values."""
     def finite(xs):
-        return all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                   and math.isfinite(x) for x in xs)
+        try:
+            return all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                       and math.isfinite(x) for x in xs)
+        except OverflowError:           # an int past a float's range
+            return False
 
     if isinstance(model, list):
         return len(model) == features and finite(model)

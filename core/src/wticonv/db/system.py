@@ -36,7 +36,7 @@ from wticonv.db.transfer import BadRecord, Record, device_matches, is_pattern, r
 from wticonv.errors import DbFileError
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV", "SystemDb", "SystemDatabases", "DeviceView",
-           "system_databases", "system_view", "reset_system_databases"]
+           "system_databases", "system_view", "override_view", "reset_system_databases"]
 
 #: The entry-point group system databases are declared in.
 ENTRY_POINT_GROUP = "wticonv.system_db"
@@ -252,13 +252,31 @@ def system_databases() -> SystemDatabases:
     return dbs
 
 
+_OVERRIDES: dict[str, DeviceView] = {}
+
+
 def system_view(device_key: str) -> DeviceView:
-    """What the system databases hold for ``device_key`` (:meth:`SystemDatabases.view`)."""
-    return system_databases().view(device_key)
+    """What the system databases hold for ``device_key`` (:meth:`SystemDatabases.view`),
+    or the view :func:`override_view` set for it."""
+    view = _OVERRIDES.get(device_key)
+    return view if view is not None else system_databases().view(device_key)
+
+
+def override_view(device_key: str, view: DeviceView | None) -> None:
+    """Make :func:`system_view` answer ``view`` for ``device_key`` in this process,
+    whatever the system databases hold (None: them again). A fleet's worker predicts so
+    with the system records of its caller, not with its own installed ones
+    (:mod:`wticonv.fleet.jobs_worker`)."""
+    with _LOCK:
+        if view is None:
+            _OVERRIDES.pop(device_key, None)
+        else:
+            _OVERRIDES[device_key] = view
 
 
 def reset_system_databases() -> None:
-    """Forget the databases read, so that the next use reads them again (after installing
-    a distribution in this process; tests)."""
+    """Forget the databases read (and the views :func:`override_view` set), so that the
+    next use reads them again (after installing a distribution in this process; tests)."""
     with _LOCK:
         _LOADED.clear()
+        _OVERRIDES.clear()

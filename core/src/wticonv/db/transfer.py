@@ -27,108 +27,44 @@ selection would never use) or of a solver that is not installed is refused too.
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import math
 import os
-import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from wticonv._version import __version__
-from wticonv.db.records import RECORD_KINDS, valid_correction_model, valid_perf_config
+from wticonv.db.checks import (
+    FIELDS,
+    KINDS,
+    VALUE_FIELDS,
+    BadInput,
+    BadRecord,
+    Record,
+    check_record,
+    describe_unit,
+    device_matches,
+    group_bad,
+    is_pattern,
+    unit_of,
+)
 from wticonv.db.schema import FIGURES_METHOD
-from wticonv.errors import DbFileError, KeyFormatError
-from wticonv.problem.conv import parse_key
+from wticonv.errors import DbFileError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "KINDS", "VALUE_FIELDS", "Record", "BadRecord",
            "DbFile", "check_record", "read_db", "format_db", "export_db", "import_db",
-           "is_pattern", "device_matches"]
+           "is_pattern", "device_matches", "bad_report"]
 
 #: The format's name, the header's ``"format"``.
 FORMAT = "wticonv-db"
 #: The format version this wticonv writes and reads (the header's ``"version"``).
 FORMAT_VERSION = 1
-#: The record kinds, in the order a file lists them.
-KINDS = RECORD_KINDS
-#: The fields of a record, in the order they are written.
-FIELDS = ("kind", "device", "problem", "solver", "direction", "solver_version", "values")
-
 #: The kinds fitted to the device figures (relative to the WTI models' predictions).
 _FITTED = ("calibration", "correction")
-#: Each kind's ``values`` fields.
-VALUE_FIELDS = {
-    "find-db": ("workspace", "time_ms", "runs", "capped"),
-    "perf-db": ("perf_config", "time_ms", "default_ms"),
-    "calibration": ("factor", "probes"),
-    "correction": ("features", "model", "runs"),
-}
-_DIRECTIONS = ("fwd", "bwd", "wrw")
-#: A solver id, as the registry requires it (wticonv.contract.registry, which this layer
-#: cannot import).
-_SOLVER_RE = re.compile(r"^[a-z0-9_]+\.[a-z0-9_]+$")
-_GLOB = re.compile(r"[*?\[]")
-_EXAMPLE_DEVICE = "NVIDIA CUDA|NVIDIA H200|550.54.15"
-_EXAMPLE_KEY = "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-F"
-
-
-@dataclass(frozen=True)
-class Record:
-    """One measured record of a database file (see the module docstring for the fields)."""
-
-    kind: str
-    device: str
-    problem: str | None
-    solver: str
-    direction: str | None
-    solver_version: str
-    values: dict = field(compare=True, hash=False)
-
-    @property
-    def identity(self) -> tuple[str, str, str, str, str]:
-        """What two records of one file may not share: kind, device, problem, solver and
-        direction (the order of a file's records)."""
-        return (self.kind, self.device, self.problem or "", self.solver,
-                self.direction or "")
-
-    def sort_key(self) -> tuple:
-        return (KINDS.index(self.kind),) + self.identity[1:]
-
-    def as_tuple(self) -> tuple:
-        """The record as :meth:`wticonv.db.store.Store.load_records` takes it."""
-        return (self.kind, self.device, self.problem, self.solver, self.direction,
-                self.solver_version, self.values)
-
-    def line(self) -> str:
-        """The record's line (no newline): its fields in order, the values' keys sorted."""
-        obj = {"kind": self.kind, "device": self.device, "problem": self.problem,
-               "solver": self.solver, "direction": self.direction,
-               "solver_version": self.solver_version, "values": _sorted(self.values)}
-        return json.dumps(obj, allow_nan=False, ensure_ascii=False)
-
-
-def _sorted(obj):
-    if isinstance(obj, dict):
-        return {k: _sorted(obj[k]) for k in sorted(obj)}
-    if isinstance(obj, list):
-        return [_sorted(x) for x in obj]
-    return obj
-
-
-@dataclass(frozen=True)
-class BadRecord:
-    """A line of a database file that was refused: its number (1 = the header) and what
-    is wrong with it, with how to fix it."""
-
-    line: int
-    error: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.error}"
+_Bad = BadInput
 
 
 @dataclass
@@ -140,148 +76,6 @@ class DbFile:
     records: list[Record]
     bad: list[BadRecord]
     skipped: int = 0     # good records of devices left out by the caller's filter
-
-
-class _Bad(ValueError):
-    """What is wrong with one record (its message becomes a BadRecord's error)."""
-
-
-def is_pattern(device: str) -> bool:
-    """Whether a record's ``device`` is a pattern (``*``, ``?`` or ``[...]``, as
-    :func:`fnmatch.fnmatchcase`), which only a system database may hold."""
-    return bool(_GLOB.search(device))
-
-
-def device_matches(device_key: str, pattern: str) -> bool:
-    """Whether ``device_key`` is ``pattern`` or matches it (:func:`fnmatch.fnmatchcase`)."""
-    return device_key == pattern or (is_pattern(pattern)
-                                     and fnmatch.fnmatchcase(device_key, pattern))
-
-
-def _number(v, what: str, positive: bool) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-            or (positive and v <= 0):
-        raise _Bad(f"values.{what} = {json.dumps(v)[:40]} must be a "
-                   + ("positive " if positive else "") + "finite number"
-                   + (" of ms" if what.endswith("_ms") else "")
-                   + ": give the measured figure, or remove the record")
-    return float(v)
-
-
-def _count(v, what: str, least: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < least:
-        raise _Bad(f"values.{what} = {json.dumps(v)[:40]} must be a whole number >= {least}")
-    return v
-
-
-def _values(kind: str, v) -> dict:
-    """The checked ``values`` of a ``kind`` record (numbers as the store keeps them)."""
-    if not isinstance(v, dict):
-        raise _Bad(f"values must be an object with {', '.join(VALUE_FIELDS[kind])}")
-    want = VALUE_FIELDS[kind]
-    missing, extra = [f for f in want if f not in v], sorted(set(v) - set(want))
-    if missing or extra:
-        raise _Bad(f"a {kind} record's values are {', '.join(want)}"
-                   + (f"; missing {', '.join(missing)}" if missing else "")
-                   + (f"; unknown {', '.join(extra)}" if extra else ""))
-    if kind == "find-db":
-        if not isinstance(v["capped"], bool):
-            raise _Bad("values.capped must be true or false (whether the runs were cut "
-                       "short by the time cap)")
-        return {"workspace": _count(v["workspace"], "workspace", 0),
-                "time_ms": _number(v["time_ms"], "time_ms", True),
-                "runs": _count(v["runs"], "runs", 1), "capped": v["capped"]}
-    if kind == "perf-db":
-        if not valid_perf_config(v["perf_config"]):
-            raise _Bad(f"values.perf_config = {json.dumps(v['perf_config'])[:60]} must be a "
-                       "non-empty printable name of at most 100 characters")
-        return {"perf_config": v["perf_config"],
-                "time_ms": _number(v["time_ms"], "time_ms", True),
-                "default_ms": _number(v["default_ms"], "default_ms", True)}
-    if kind == "calibration":
-        return {"factor": _number(v["factor"], "factor", True),
-                "probes": _count(v["probes"], "probes", 0)}
-    names = v["features"]
-    if not (isinstance(names, list) and names and all(isinstance(n, str) and n
-                                                      for n in names)):
-        raise _Bad("values.features must be a non-empty list of feature names")
-    if not valid_correction_model(v["model"], len(names)):
-        raise _Bad(f"values.model is not a usable correction of {len(names)} features: "
-                   "one finite coefficient per feature, or boosted trees of finite arrays "
-                   "(as `wticonv calibrate` stores them); export it again")
-    return {"features": list(names), "model": v["model"], "runs": _count(v["runs"], "runs", 0)}
-
-
-def check_record(obj, patterns: bool = False,
-                 versions: Mapping[str, str] | None = None) -> Record:
-    """``obj`` (a parsed line) checked as a record, with its problem key in the canonical
-    form; ``patterns`` allows a device pattern (system databases only); ``versions``
-    (``{solver_id: installed version}``) refuses records of solvers that are not
-    installed, or of another version.
-
-    Raises
-    ------
-    ValueError
-        What is wrong, and how to fix it (one line).
-    """
-    if not isinstance(obj, dict):
-        raise _Bad(f"a record must be a JSON object with the fields {', '.join(FIELDS)}")
-    kind = obj.get("kind")
-    if "format" in obj and "kind" not in obj:
-        raise _Bad("a second header line (two files joined?): a file has one header, on "
-                   "its first line; remove this one")
-    if kind not in KINDS:
-        raise _Bad(f"unknown kind {json.dumps(kind)[:40]}: the kinds are {', '.join(KINDS)}")
-    missing, extra = [f for f in FIELDS if f not in obj], sorted(set(obj) - set(FIELDS))
-    if missing or extra:
-        raise _Bad(f"a record has the fields {', '.join(FIELDS)}"
-                   + (f"; missing {', '.join(missing)}" if missing else "")
-                   + (f"; unknown {', '.join(extra)} (a file of a newer wticonv? export it "
-                      "with this one)" if extra else ""))
-    device = obj["device"]
-    parts = device.split("|") if isinstance(device, str) else []
-    if len(parts) != 3 or not all(p.strip() for p in parts):
-        raise _Bad(f"device {json.dumps(device)[:80]} is not a device key: platform|device "
-                   f"name|driver version, as `wticonv devices` and `wticonv db export` name "
-                   f"it (e.g. {_EXAMPLE_DEVICE!r})")
-    if is_pattern(device) and not patterns:
-        raise _Bad(f"device {device!r} is a pattern, which only a system database may hold "
-                   "(docs/fleet.md): give the exact device key")
-    problem = obj["problem"]
-    if kind in ("find-db", "perf-db"):
-        if not isinstance(problem, str):
-            raise _Bad(f"a {kind} record's problem must be a find-db key such as "
-                       f"{_EXAMPLE_KEY!r}")
-        try:
-            problem = parse_key(problem).key
-        except KeyFormatError as e:
-            raise _Bad(str(e)) from None
-    elif problem is not None:
-        raise _Bad(f"a {kind} record holds for every problem of its device: its problem "
-                   "must be null")
-    solver, version = obj["solver"], obj["solver_version"]
-    if not isinstance(solver, str) or not _SOLVER_RE.match(solver):
-        raise _Bad(f"solver {json.dumps(solver)[:60]} is not a solver id ('<plugin>."
-                   "<variant>', lowercase, e.g. 'gemm.im2col')")
-    if not isinstance(version, str) or not version.strip():
-        raise _Bad("solver_version must be the solver's version, a non-empty string")
-    direction = obj["direction"]
-    if kind == "calibration" and direction not in (None,) + _DIRECTIONS:
-        raise _Bad(f"direction {json.dumps(direction)[:20]} must be fwd, bwd, wrw or null "
-                   "(all directions)")
-    if kind != "calibration" and direction is not None:
-        raise _Bad(f"a {kind} record's direction must be null (the problem key names it)")
-    values = _values(kind, obj["values"])
-    if versions is not None:
-        installed = versions.get(solver)
-        if installed is None:
-            raise _Bad(f"solver {solver} is not installed: install the plugin that ships it "
-                       "(`wticonv plugins` lists the installed ones), or leave the record out")
-        if installed != version:
-            raise _Bad(f"{solver} {version} measured it, but {installed} is installed: "
-                       "records count only for the version that measured them; measure "
-                       "again (`wticonv find`, `tune`, `calibrate`) or leave the record out")
-    return Record(kind, device, problem, solver, direction, version, values)
 
 
 def _check_header(obj) -> dict:
@@ -302,34 +96,68 @@ def _check_header(obj) -> dict:
     return obj
 
 
+def _not_utf8(name: str, data: bytes) -> str:
+    """Why ``data`` (a file that is not UTF-8) cannot be read, and what to do."""
+    if data[:2] == b"\x1f\x8b":
+        return (f"{name} is not a text (UTF-8) file: it is gzip-compressed; decompress it "
+                "(gunzip) and import the .jsonl file")
+    head = data[:4096]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head.count(b"\x00") > len(head) // 4:
+        what = "it looks like UTF-16 text"
+    elif b"\x00" not in head:
+        what = "it looks like text in another encoding (Latin-1, Windows-1252?)"
+    else:
+        return f"{name} is not a text (UTF-8) file: not a wticonv database file"
+    return (f"{name} is not a text (UTF-8) file: {what}; save it as UTF-8 (a wticonv "
+            "database file is UTF-8 JSON lines)")
+
+
 def _lines(source) -> tuple[str, list[str]]:
     """The name and text lines of ``source``: a path, ``"-"`` (standard input), an
-    :mod:`importlib.resources` file, or an open text file."""
+    :mod:`importlib.resources` file, or an open text file. A UTF-8 byte order mark (which
+    some editors write) is dropped."""
     if source == "-":
-        return "-", sys.stdin.read().splitlines()
+        text = sys.stdin.read()
+        return "-", text.removeprefix("\ufeff").splitlines()
     if hasattr(source, "read") and not hasattr(source, "read_text"):
-        return getattr(source, "name", "<stream>"), source.read().splitlines()
+        text = source.read()
+        return getattr(source, "name", "<stream>"), text.removeprefix("\ufeff").splitlines()
     name = str(source)
     try:
-        if hasattr(source, "read_text"):          # pathlib.Path or a Traversable
-            return name, source.read_text(encoding="utf-8").splitlines()
-        return name, Path(source).read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise DbFileError(f"{name} is not a text (UTF-8) file: not a wticonv database file",
-                          name, [BadRecord(1, "not UTF-8 text")]) from None
+        data = source.read_bytes() if hasattr(source, "read_bytes") else \
+            Path(source).read_bytes()       # a pathlib.Path or Traversable, else a path
     except OSError as e:
         raise DbFileError(f"cannot read {name}: {e.strerror or e}", name,
                           [BadRecord(0, f"cannot read: {e.strerror or e}")]) from None
+    try:
+        return name, data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError:
+        why = _not_utf8(name, data)
+        raise DbFileError(why, name, [BadRecord(1, why.split(": ", 1)[1])]) from None
+
+
+def _figures_error(header: dict) -> str:
+    return (f"the header's figures_method is {json.dumps(header.get('figures_method'))}, "
+            f"not this wticonv's ({FIGURES_METHOD}): the file's calibration and correction "
+            "records were fitted to device figures measured by another method and would "
+            "mis-correct the predictions made from today's; calibrate the device again and "
+            "export it (its other records are not affected)")
 
 
 def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None = None,
-            devices: Iterable[str] | None = None) -> DbFile:
+            devices: Iterable[str] | None = None,
+            solver_check: Callable[[Record], None] | None = None) -> DbFile:
     """Read and check a database file (``source`` as :func:`import_db` takes it).
 
     ``patterns``, ``versions``: as :func:`check_record`; ``devices``: device keys or
-    patterns, the records of other devices are left out (counted in ``skipped``). Bad
+    patterns, the records of other devices are left out (counted in ``skipped``);
+    ``solver_check(record)``, when given, raises ValueError for a record its installed
+    solver cannot use (:func:`wticonv.selection.perfdb.perf_record_check`: a perf-db
+    record of a solver that is not tunable, a perf config it does not offer). Bad
     records are collected in the result's ``bad``, in line order (a record repeating an
-    earlier one's kind, device, problem, solver and direction is bad too).
+    earlier one's kind, device, problem, solver and direction is bad too; calibration and
+    correction records of a header whose ``figures_method`` is not this wticonv's are bad
+    for what the header says, ``of_header``).
 
     Raises
     ------
@@ -361,21 +189,22 @@ def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None =
                 raise DbFileError(f"{name}: line {number}: {e}", name,
                                   [BadRecord(number, str(e))]) from None
             continue
+        fields = obj if isinstance(obj, dict) else {}
+        unit = unit_of(fields.get("kind"), fields.get("device"), fields.get("problem"))
+        if fields.get("kind") in _FITTED and header.get("figures_method") != FIGURES_METHOD:
+            bad.append(BadRecord(number, _figures_error(header), unit, of_header=True))
+            continue
         try:
             rec = check_record(obj, patterns, versions)
-            if rec.kind in _FITTED and header.get("figures_method") != FIGURES_METHOD:
-                raise _Bad(f"a {rec.kind} record of a file whose header says "
-                           f"figures_method {json.dumps(header.get('figures_method'))}: it "
-                           "was fitted to device figures measured by another method than "
-                           f"this wticonv's ({FIGURES_METHOD}), and would mis-correct its "
-                           "predictions; calibrate the device again and export it")
-        except _Bad as e:
-            bad.append(BadRecord(number, str(e)))
+            if solver_check is not None:
+                solver_check(rec)
+        except ValueError as e:
+            bad.append(BadRecord(number, str(e), unit))
             continue
         if rec.identity in seen:
             bad.append(BadRecord(number, f"repeats the {rec.kind} record of line "
                                          f"{seen[rec.identity]} (same device, problem, "
-                                         "solver and direction): keep one of them"))
+                                         "solver and direction): keep one of them", unit))
             continue
         seen[rec.identity] = number
         if wanted is not None and not any(device_matches(rec.device, d) for d in wanted):
@@ -429,7 +258,7 @@ def _write(lines: list[str], target) -> None:
 
 def export_db(store, target, devices: Iterable[str] | None = None,
               kinds: Iterable[str] | None = None, match: str | None = None,
-              comment: str | None = None) -> dict:
+              comment: str | None = None, force: bool = False) -> dict:
     """Write the records of ``store`` to ``target`` (a path, or ``"-"``: standard
     output) in the ``wticonv-db`` format.
 
@@ -445,6 +274,9 @@ def export_db(store, target, devices: Iterable[str] | None = None,
         ``measured_on``. The records must be of one device.
     comment : str, optional
         Kept in the header (e.g. the command that measured the records).
+    force : bool
+        Replace an existing ``target`` even when no record matched (a file of a header
+        alone); without it, that is refused and the file left as it was.
 
     Returns
     -------
@@ -458,6 +290,9 @@ def export_db(store, target, devices: Iterable[str] | None = None,
     ValueError
         An unknown kind, a ``match`` that is not a device pattern, or ``match`` over the
         records of several devices.
+    DbFileError
+        No record matched and ``target`` is an existing file (and not ``force``): an
+        empty export would replace it with a header alone.
     OSError
         If ``target`` cannot be written (an existing file is then left as it was).
     """
@@ -494,42 +329,97 @@ def export_db(store, target, devices: Iterable[str] | None = None,
                              "): export one device")
         records = [Record(r.kind, match, r.problem, r.solver, r.direction, r.solver_version,
                           r.values) for r in records]
+    if not records and not force and target != "-" and Path(target).exists():
+        raise DbFileError(f"no record matched (of {len(keys)} device(s) with records, kinds "
+                          f"{', '.join(kinds)}): {target} exists and is left as it was; an "
+                          "empty export would replace it with a header alone (force=True, "
+                          "`--force`, writes it all the same)", str(target))
     _write(format_db(records, comment, measured_on), target)
     counts = {k: sum(r.kind == k for r in records) for k in KINDS if k in kinds}
     return {"records": counts, "devices": sorted({r.device for r in records}),
             "measured_on": sorted(measured_on or ()), "left_out": left_out}
 
 
+def bad_report(bad) -> list[str]:
+    """The bad lines as a report lists them (:func:`wticonv.db.checks.group_bad`): alike
+    ones once, at most :data:`~wticonv.db.checks.MAX_REPORTED`, then "and N more"."""
+    return [f"line {where}: {error}" if where else error
+            for where, error in group_bad(bad)]
+
+
+def _halves(store, records) -> list[str]:
+    """Warnings for the devices whose calibration the file holds only half of (factors
+    without learned corrections, or the reverse) where ``store`` holds the other half:
+    an import replaces a device's whole calibration, so that half goes."""
+    out = []
+    for dev in sorted({r.device for r in records if r.kind in ("calibration", "correction")}):
+        kinds = {r.kind for r in records if r.device == dev}
+        try:
+            factors, models = store.get_calibration(dev), store.get_correction(dev)
+        except Exception:  # noqa: BLE001 - an unreadable store has nothing to lose
+            factors, models = {}, {}
+        if "correction" not in kinds and models:
+            out.append(f"the file holds the calibration factors of {dev} but not its learned "
+                       f"corrections: an import replaces a device's whole calibration, so the "
+                       f"{len(models)} learned correction(s) stored for it go; export both "
+                       "halves together (--kind calibration --kind correction)")
+        elif "calibration" not in kinds and factors:
+            out.append(f"the file holds the learned corrections of {dev} but not its "
+                       "calibration factors: an import replaces a device's whole calibration, "
+                       f"so the {len(factors)} factor(s) stored for it go; export both halves "
+                       "together (--kind calibration --kind correction)")
+    return out
+
+
 def import_db(store, source, versions: Mapping[str, str] | None = None,
               devices: Iterable[str] | None = None, skip_bad: bool = False,
-              check: bool = False) -> dict:
+              check: bool = False,
+              solver_check: Callable[[Record], None] | None = None) -> dict:
     """Import a database file into ``store``, in one transaction.
 
     ``source``: a path, ``"-"`` (standard input), a resource file or an open text file.
     Every record is checked (:func:`check_record`; ``versions``: the installed solvers'
-    versions, ``{solver_id: version}``, to refuse records selection would never use).
-    ``devices`` (keys or patterns) imports only those devices' records; ``check`` checks
-    and writes nothing. What a record replaces: :meth:`wticonv.db.store.Store.load_records`.
+    versions, ``{solver_id: version}``, to refuse records selection would never use;
+    ``solver_check``: as :func:`read_db`). ``devices`` (keys or patterns) imports only
+    those devices' records; ``check`` checks and writes nothing. What a record replaces:
+    :meth:`wticonv.db.store.Store.load_records`.
+
+    Records go in by units (:func:`wticonv.db.checks.unit_of`): a device's calibration
+    (factors and learned corrections) and a find-db problem's records on a device are
+    imported whole or not at all, so with ``skip_bad`` a bad record leaves out its whole
+    unit (listed in ``left_out``).
 
     Returns ``{"records": {kind: count}, "devices": [...], "bad": [BadRecord, ...],
-    "skipped": n, "written": bool}``.
+    "left_out": [(unit in words, good records left out, bad lines)], "warnings": [str],
+    "skipped": n, "written": bool}``; ``warnings`` name the devices whose calibration
+    the file holds half of while the store holds the other half, which the import drops.
 
     Raises
     ------
     DbFileError
         If the file cannot be read or has no valid header; or if it holds bad records and
-        ``skip_bad`` is false: then nothing is imported, and the error lists every bad
-        line (with ``skip_bad`` the good records are imported and the bad ones returned).
+        ``skip_bad`` is false: then nothing is imported, and the error lists the bad lines
+        (alike ones once; its ``good`` is how many records ``skip_bad`` would import).
     """
-    db = read_db(source, versions=versions, devices=devices)
+    db = read_db(source, versions=versions, devices=devices, solver_check=solver_check)
+    broken: dict[tuple, list[int]] = {}
+    for b in db.bad:
+        if b.unit is not None:
+            broken.setdefault(b.unit, []).append(b.line)
+    keep = [r for r in db.records if r.unit not in broken]
+    left_out = [(describe_unit(u), sum(r.unit == u for r in db.records), lines)
+                for u, lines in broken.items() if any(r.unit == u for r in db.records)]
     if db.bad and not skip_bad:
-        lines = "\n".join(f"  {b}" for b in db.bad)
+        lines = "\n".join(f"  {line}" for line in bad_report(db.bad))
+        more = (f"import the {len(keep)} good one(s) alone (skip_bad=True, `--skip-bad`)"
+                if keep else "no record of it is good")
         raise DbFileError(f"{db.name}: {len(db.bad)} bad record(s), nothing imported:\n"
-                          f"{lines}\nfix or remove them, or import the {len(db.records)} good "
-                          "one(s) alone (skip_bad=True, `--skip-bad`)", db.name, db.bad,
-                          len(db.records))
-    if not check and db.records:
-        store.load_records([r.as_tuple() for r in db.records])
-    return {"records": {k: sum(r.kind == k for r in db.records) for k in KINDS},
-            "devices": sorted({r.device for r in db.records}), "bad": db.bad,
-            "skipped": db.skipped, "written": not check and bool(db.records)}
+                          f"{lines}\nfix or remove them, or {more}", db.name, db.bad,
+                          len(keep))
+    warnings = _halves(store, keep)
+    if not check and keep:
+        store.load_records([r.as_tuple() for r in keep])
+    return {"records": {k: sum(r.kind == k for r in keep) for k in KINDS},
+            "devices": sorted({r.device for r in keep}), "bad": db.bad,
+            "left_out": left_out, "warnings": warnings, "skipped": db.skipped,
+            "written": not check and bool(keep)}

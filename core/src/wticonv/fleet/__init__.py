@@ -11,8 +11,11 @@ arrives; see docs/fleet.md.
 - :mod:`~wticonv.fleet.worker` and :mod:`~wticonv.fleet.jobs_worker`: what the workers run;
 - :mod:`~wticonv.fleet.runner`: submitting, retrying, reporting, progress;
 - :mod:`~wticonv.fleet.merge`: resume and merging, under the store's validation;
+- :mod:`~wticonv.fleet.session`: one run on the caller's side (the records the workers
+  predict with, refused workers, what resume skips);
 - :mod:`~wticonv.fleet.jobs`: :func:`find`, :func:`tune`, :func:`evaluate`, :func:`calibrate`;
-- :mod:`~wticonv.fleet.serve`: ``wticonv worker``.
+- :mod:`~wticonv.fleet.serve`: ``wticonv worker``; :mod:`~wticonv.fleet.quiet`: its
+  workers' and a local cluster's ignore SIGINT.
 
 Dask is optional (``pip install "wticonv[cluster]"``): importing this package does not
 import it; opening a fleet without it raises :class:`~wticonv.errors.FleetError` saying

@@ -6,20 +6,22 @@ Each function takes the arguments of its serial counterpart in :mod:`wticonv.mea
 ``distributed.Client`` or an open :class:`~wticonv.fleet.cluster.Fleet`. The work is one
 task per (device, problem) (calibration: per device and chunk of :data:`PROBE_CHUNK`
 probes, then one fit per device); results are merged into ``store`` (default: the
-user's) as they arrive, and problems the store already has records of, for that device
-and the installed solver versions, are skipped (``resume=False`` measures them again).
-Every function returns a :class:`FleetReport`.
+user's) as they arrive, and problems the store already has records of, for that device,
+the installed solver versions and every solver find mode times there, are skipped
+(``resume=False`` measures them again). The workers predict with the caller's figures,
+perf-db, calibration and system records, not their own (:mod:`wticonv.fleet.session`);
+a worker whose installed solvers are not the caller's has its results refused. Every
+function returns a :class:`FleetReport`; a scheduler that goes away mid-run raises
+:class:`~wticonv.errors.FleetError` (what was merged stays).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
-from dataclasses import dataclass, field
 
 from wticonv.errors import FleetError
 from wticonv.fleet import merge
-from wticonv.fleet.runner import Task, run_tasks
+from wticonv.fleet.session import FleetReport, Run, calibration_of, go
 
 __all__ = ["FleetReport", "find", "tune", "evaluate", "calibrate", "PROBE_CHUNK",
            "TIME_LIMIT_S"]
@@ -33,141 +35,6 @@ TIME_LIMIT_S = 1800.0
 PROBE_CHUNK = 25
 
 
-@dataclass
-class FleetReport:
-    """What a fleet run did.
-
-    Attributes
-    ----------
-    job : str
-    devices : dict
-        Resource -> the device its workers measured (``key``, ``kind``, ``name``,
-        ``platform``, ``driver``, ``index``).
-    results : dict
-        Resource -> the job's results, one per problem done in this run (find:
-        ``problem``, ``records``, ``reasons``, ``perf``; tune: ``problem``, ``results``).
-    cases : dict
-        evaluate: resource -> :class:`~wticonv.measuring.evaluate.Case` list, in the
-        order of the problems (resumed ones included).
-    factors : dict
-        calibrate: resource -> ``{key: (factor, probes)}`` as
-        :func:`wticonv.measuring.calibrate.calibrate` returns.
-    skipped : dict
-        Resource -> problems skipped because the store had them (resume).
-    failures : list
-        ``(resource, label, reason)`` of each task that failed twice, found no worker,
-        or whose result was refused; the others went on.
-    interrupted : bool
-        Ctrl-C stopped the run; what was merged before is kept.
-    timings : list
-        Per task: submitted, started, ended, merged (:class:`~wticonv.fleet.runner.RunReport`).
-    """
-
-    job: str
-    devices: dict = field(default_factory=dict)
-    results: dict = field(default_factory=dict)
-    cases: dict = field(default_factory=dict)
-    factors: dict = field(default_factory=dict)
-    skipped: dict = field(default_factory=dict)
-    failures: list = field(default_factory=list)
-    interrupted: bool = False
-    timings: list = field(default_factory=list)
-
-
-class _Run:
-    """One fleet run: the fleet, the caller's solvers and store, the described devices."""
-
-    def __init__(self, job, cluster, devices, store, allow_tf32, progress, time_limit_s,
-                 registry=None):
-        from wticonv.contract.registry import SolverRegistry
-        from wticonv.db.store import Store
-        from wticonv.fleet.cluster import Fleet
-
-        self.report = FleetReport(job)
-        self.store = store if store is not None else Store()
-        self.registry = registry if registry is not None else SolverRegistry()
-        self.versions = {sid: e.version for sid, e in self.registry.solvers.items()}
-        self.base = {"disabled": sorted(self.registry.disabled), "allow_tf32": allow_tf32,
-                     "time_limit_s": time_limit_s}
-        self.progress = progress
-        self.fleet = cluster if isinstance(cluster, Fleet) else Fleet(cluster, devices)
-        self.own = self.fleet is not cluster
-        self.task_fn = None
-
-    def task(self, resource, job, label, not_after=None, **spec) -> Task:
-        tid = f"wticonv-{job}-{uuid.uuid4().hex[:12]}"
-        return Task(tid, resource, {**self.base, **spec, "job": job, "resource": resource,
-                                    "id": tid}, label, self.task_fn, not_after)
-
-    def run(self, tasks, on_result) -> None:
-        def merged(task, value):
-            dev = merge.check_result(task, value, self.versions)
-            on_result(task, value, dev)
-
-        rep = run_tasks(self.fleet.client, tasks, merged, self.progress)
-        self.report.failures += [(t.resource, t.label, why) for t, why in rep.failed]
-        self.report.timings += rep.timings
-        self.report.interrupted |= rep.interrupted
-        if rep.interrupted:
-            raise KeyboardInterrupt
-
-    def describe(self) -> dict:
-        """Resource -> the device of the first of its workers that answered."""
-        targets = self.fleet.targets()
-        if not targets:
-            raise FleetError("the cluster has no worker serving a wticonv device (see "
-                             "docs/fleet.md: `wticonv worker SCHEDULER`)")
-
-        def got(task, value, dev):
-            self.report.devices.setdefault(task.resource, dev)
-
-        self.run([self.task(t.resource, "describe", "describe") for t in targets], got)
-        figures = {}
-        for dev in self.report.devices.values():
-            figures[dev["key"]] = self.figures_of(dev)
-        self.base["figures"] = figures
-        return self.report.devices
-
-    def figures_of(self, dev: dict) -> tuple:
-        """The caller's figures of a device, ``(peak, bandwidth, launch overhead)``: those
-        in its store, else the worker's (then stored, so every task and the next run
-        predict with the same)."""
-        key, store = dev["key"], self.store
-        if store.get_device_figures(key) is None:
-            store.put_device_figures(key, dev["peak_flops"], dev["bandwidth"])
-        overhead = store.put_launch_overhead(key, dev["launch_overhead_s"])  # first stays
-        return (*store.get_device_figures(key), overhead)
-
-    def shared(self, data) -> tuple:
-        """``data`` sent once to every worker (``distributed.Client.scatter``: a learned
-        calibration is megabytes, too much to send with each task), and its digest (the
-        worker applies it once per change)."""
-        import hashlib
-        import json
-
-        digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode())
-        return (self.fleet.client.scatter([data], broadcast=True, hash=False)[0],
-                digest.hexdigest())
-
-    def keys(self, resource) -> list[str]:
-        return [self.report.devices[resource]["key"]]
-
-    def close(self) -> None:
-        if self.own:
-            self.fleet.close()
-
-
-def _go(run: _Run, body) -> FleetReport:
-    try:
-        run.describe()
-        body()
-    except KeyboardInterrupt:
-        run.report.interrupted = True
-    finally:
-        run.close()
-    return run.report
-
-
 def find(problems, cluster=None, devices=None, iterations: int = 5,
          time_cap_ms: float = 1000.0, workspace_limit: int | None = None,
          search: bool = True, store=None, allow_tf32: bool = False, resume: bool = True,
@@ -175,28 +42,30 @@ def find(problems, cluster=None, devices=None, iterations: int = 5,
     """:func:`wticonv.measuring.find.find` on every problem on every device of the fleet,
     its records merged into ``store``'s find-db and perf-db.
 
-    ``progress(snapshot)`` gets ``{resource: {done, running, failed, remaining}}``;
+    ``progress(snapshot)`` gets ``{resource: {done, running, failed, remaining,
+    device}}`` (``device``: the device's name, once its workers described it);
     ``task_fn`` replaces :func:`wticonv.fleet.worker.run_task` as what each task calls
     (a wrapper that traces, or injects a fault in a test).
 
     Raises
     ------
     FleetError
-        Dask missing, scheduler unreachable, no device. Failed tasks are not raised:
-        they are in the report's ``failures``.
+        Dask missing, scheduler unreachable (or gone mid-run), no device. Failed tasks
+        are not raised: they are in the report's ``failures`` (refused workers in
+        ``refused``).
     """
     from wticonv.measuring.timing import check_limits
 
     check_limits(iterations, time_cap_ms, workspace_limit)
     problems = list(problems)
-    run = _Run("find", cluster, devices, store, allow_tf32, progress, time_limit_s)
+    run = Run("find", cluster, devices, store, allow_tf32, progress, time_limit_s)
     run.task_fn = task_fn
 
     def body():
         tasks = []
-        for res in run.report.devices:
-            todo = [p for p in problems if not (resume and merge.find_done(
-                run.store, run.keys(res), p.key, run.versions))]
+        for res in list(run.report.devices):
+            done = run.finds_done(res, problems, workspace_limit) if resume else {}
+            todo = [p for p in problems if p.key not in done]
             run.report.skipped[res] = len(problems) - len(todo)
             perf = merge.perf_rows(run.store, run.keys(res), [p.key for p in todo])
             tasks += [run.task(res, "find", p.key, problems=[p.key], iterations=iterations,
@@ -210,7 +79,7 @@ def find(problems, cluster=None, devices=None, iterations: int = 5,
                 run.report.results.setdefault(task.resource, []).append(item)
         run.run(tasks, got)
 
-    return _go(run, body)
+    return go(run, body)
 
 
 def tune(problems, cluster=None, devices=None, iterations: int = 3,
@@ -226,7 +95,7 @@ def tune(problems, cluster=None, devices=None, iterations: int = 3,
     check_limits(iterations, time_cap_ms, workspace_limit)
     problems = list(problems)
     solvers = [solvers] if isinstance(solvers, str) else solvers
-    run = _Run("tune", cluster, devices, store, False, progress, time_limit_s)
+    run = Run("tune", cluster, devices, store, False, progress, time_limit_s)
     run.task_fn = task_fn
     wanted = list(solvers) if solvers else [sid for sid, e in run.registry.solvers.items()
                                             if e.tunable]
@@ -249,18 +118,7 @@ def tune(problems, cluster=None, devices=None, iterations: int = 3,
                 run.report.results.setdefault(task.resource, []).append(item)
         run.run(tasks, got)
 
-    return _go(run, body)
-
-
-def _calibration_of(store, keys) -> dict:
-    """The caller's calibration of the devices ``keys``, as plain data for the workers."""
-    out = {}
-    for key in keys:
-        out[key] = {"factors": [(sid, ver, f) for sid, (ver, f) in
-                                sorted(store.get_calibration(key).items())],
-                    "models": [(sid, ver, list(names), model) for sid, (ver, names, model)
-                               in sorted(store.get_correction(key).items())]}
-    return out
+    return go(run, body)
 
 
 def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
@@ -281,20 +139,20 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
 
     problems = list(problems)
     weights = dict(zip(problems, _counts(problems, counts), strict=True))
-    run = _Run("evaluate", cluster, devices, store, allow_tf32, progress, time_limit_s)
+    run = Run("evaluate", cluster, devices, store, allow_tf32, progress, time_limit_s)
     run.task_fn = task_fn
     got_cases: dict = {}
 
     def body():
         tasks = []
-        for res in run.report.devices:
+        for res in list(run.report.devices):
             keys = run.keys(res)
-            cal, digest = run.shared(_calibration_of(run.store, keys))
+            cal, digest = run.shared(calibration_of(run.store, keys))
             perf = merge.perf_rows(run.store, keys, [p.key for p in problems])
+            finds = run.finds_done(res, problems, workspace_limit) if resume else {}
             skipped = 0
             for p in problems:
-                done = merge.find_done(run.store, keys, p.key, run.versions) if resume \
-                    else None
+                done = finds.get(p.key)
                 measured = {sid: rec[2] for sid, rec in done.items()} if done else None
                 skipped += measured is not None
                 tasks.append(run.task(res, "evaluate", p.key, problems=[(p.key, measured)],
@@ -311,7 +169,7 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
                 got_cases[(task.resource, item["problem"])] = item
         run.run(tasks, got)
 
-    report = _go(run, body)
+    report = go(run, body)
     for res in report.devices:
         cases = []
         for p in problems:
@@ -319,7 +177,8 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
             if item is None:
                 continue
             if item["case"] is None:
-                warnings.warn(f"wticonv: no solver could run {p.key} on {res} "
+                warnings.warn(f"wticonv: no solver could run {p.key} on "
+                              f"{report.device_name(res)} "
                               f"({item['reason']}); it is left out of the evaluation",
                               stacklevel=2)
                 continue
@@ -348,7 +207,7 @@ def calibrate(cluster=None, devices=None, n: int | None = None, iterations: int 
 
     if budget_s is not None and not (isinstance(budget_s, (int, float)) and budget_s > 0):
         raise FleetError(f"budget_s={budget_s!r} must be a positive number of seconds")
-    run = _Run("calibrate", cluster, devices, store, False, progress, time_limit_s)
+    run = Run("calibrate", cluster, devices, store, False, progress, time_limit_s)
     run.task_fn = task_fn
     runs: dict = {}
 
@@ -381,7 +240,7 @@ def calibrate(cluster=None, devices=None, n: int | None = None, iterations: int 
             run.report.factors[task.resource] = factors
         run.run(fits, fitted)
 
-    report = _go(run, body)
+    report = go(run, body)
     if measurements is not None:
         for res, rs in runs.items():
             measurements[res] = [(parse_key(k), sid, pred, t) for k, sid, pred, t in rs]

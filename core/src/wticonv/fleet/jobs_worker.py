@@ -3,10 +3,14 @@
 worker's handle, its answer made plain data.
 
 Before a job, :func:`sync` puts into the worker's own store the caller's records the job
-depends on, so that the worker measures and chooses as a serial run on the caller's
+depends on, so that the worker measures and predicts as a serial run on the caller's
 store would: the perf-db rows of the task's problems (the perf config a tunable solver
-is timed with when not searched, and the default a tuning starts from) and, for
-``evaluate``, the device's calibration (the fallback's choice depends on it).
+is timed with when not searched, and the default a tuning starts from), for
+``evaluate`` the device's calibration (the fallback's choice depends on it), and the
+caller's *system* records of the device: its system calibration where it has no
+calibration of its own, and the system perf-db and find-db records of the task's
+problems. The worker's own system databases (another ``wticonv-sysdb`` version, or
+none) are set aside for the device (:func:`wticonv.db.system.override_view`).
 """
 
 from __future__ import annotations
@@ -22,10 +26,17 @@ __all__ = ["JOBS", "sync"]
 def sync(handle, spec: dict, synced: dict) -> None:
     """Apply the caller's perf-db rows (``spec["perf"]``: ``(problem key, solver id,
     version, perf config, ms, default ms)``, replacing the worker's rows of the task's
-    problems) and calibration (``spec["calibration"]``: device key -> ``{"factors":
-    [(solver, version, factor)], "models": [(solver, version, feature names, model)]}``,
-    applied when its digest, ``spec["calibration_digest"]``, changed since the last task;
-    ``synced`` remembers) to the worker's store."""
+    problems), calibration (``spec["calibration"]``: device key -> ``{"factors":
+    [(solver, version, factor)], "models": [(solver, version, feature names, model)],
+    "source", "system_db"}``, the user's (stored here) or a system database's (``source``
+    ``"system calibration"``: served as the device's system calibration), applied when
+    its digest, ``spec["calibration_digest"]``, changed since the last task; ``synced``
+    remembers) and system records (``spec["system"]``: ``{"perf": [(problem key, solver,
+    version, config, ms, default ms, database)], "find": [(problem key, database,
+    [(solver, version, workspace, ms, runs, capped)])]}``) to the worker's store and
+    system view of the device."""
+    from wticonv.db.system import DeviceView, override_view
+
     store, key = handle.device.store, handle.device.key
     changed = False
     if "perf" in spec:
@@ -39,13 +50,30 @@ def sync(handle, spec: dict, synced: dict) -> None:
     if "calibration" in spec:
         digest = spec.get("calibration_digest") or hashlib.sha256(json.dumps(
             spec["calibration"], sort_keys=True, default=str).encode()).hexdigest()
-        if synced.get((id(store), key)) != digest:
+        if synced.get((id(store), key), ("",))[0] != digest:
             cal = (spec["calibration"] or {}).get(key) or {"factors": [], "models": []}
-            store.put_calibration(key, [(sid, ver, f, 1) for sid, ver, f in cal["factors"]])
-            store.put_correction(key, [(sid, ver, names, model, 1)
-                                       for sid, ver, names, model in cal["models"]])
-            synced[(id(store), key)] = digest
+            system = cal.get("source") == "system calibration"
+            store.put_calibration(key, [] if system else
+                                  [(sid, ver, f, 1) for sid, ver, f in cal["factors"]])
+            store.put_correction(key, [] if system else
+                                 [(sid, ver, names, model, 1)
+                                  for sid, ver, names, model in cal["models"]])
+            served = ({sid: (ver, f) for sid, ver, f in cal["factors"]},
+                      {sid: (ver, tuple(names), model)
+                       for sid, ver, names, model in cal["models"]},
+                      cal.get("system_db") or "") if system else ({}, {}, "")
+            synced[(id(store), key)] = (digest, served)
             changed = True
+    if "system" in spec:
+        factors, models, source = synced.get((id(store), key), ("", ({}, {}, "")))[1]
+        rows = spec["system"]
+        override_view(key, DeviceView(
+            calibration=factors, correction=models, calibration_source=source,
+            find={pk: ({sid: tuple(r) for sid, *r in recs}, name)
+                  for pk, name, recs in rows.get("find", ())},
+            perf={(pk, sid): ((ver, cfg, t, t0), name)
+                  for pk, sid, ver, cfg, t, t0, name in rows.get("perf", ())}))
+        changed = True
     if changed:
         handle.forget_selections()
 
@@ -139,6 +167,21 @@ def _fit(handle, spec: dict) -> dict:
             "models": fit_correction(runs, handle.device)}
 
 
+def _pending(handle, spec: dict) -> list:
+    """The problems of ``spec["problems"]`` (``(key, solver ids the caller's find-db has
+    records of)``) that a solver find mode would time here has no record of
+    (:func:`wticonv.selection.ranking.runnable`): their find is not done."""
+    from wticonv.selection.ranking import runnable
+
+    out = []
+    for key, recorded in spec["problems"]:
+        wanted = runnable(handle.registry, parse_key(key), handle.device,
+                          spec["workspace_limit"], handle.allow_tf32)
+        if wanted - set(recorded):
+            out.append(key)
+    return out
+
+
 #: Job name -> the function a worker runs it with, ``(handle, spec) -> plain data``.
-JOBS = {"describe": _describe, "find": _find, "tune": _tune, "evaluate": _evaluate,
-        "probes": _probes, "fit": _fit}
+JOBS = {"describe": _describe, "pending": _pending, "find": _find, "tune": _tune,
+        "evaluate": _evaluate, "probes": _probes, "fit": _fit}

@@ -2,11 +2,14 @@
 workers return into the caller's store, under the store's own validation.
 
 A worker's result names the device it measured (its key: platform, name, driver) and
-the versions of its solvers. :func:`check_result` refuses a result from a device other
-than the task's, or whose solvers' versions differ from this process's (a worker with
-another plugin version measured another solver: its records would be stale here, as
-find-db records of another version are); the records are stored under the worker's
-device key, so each driver keeps its own. The store's ``put_*`` methods check every
+the ids and versions of its solvers. :func:`check_result` refuses a result from a device
+other than the task's, or from a worker whose installed solvers are not this process's:
+one of another version measured another solver (its records would be stale here, as
+find-db records of another version are), one that lacks a solver leaves out its times
+(a find-db problem without them would pass for done), one with a solver this process
+lacks measured what this process cannot use (:class:`WorkerMismatch`, one message per
+worker). The records are stored under the worker's device key, so each driver keeps its
+own. The store's ``put_*`` methods check every
 value (a time that is not a positive finite number, a bad perf config) and write
 each problem's find-db records in one transaction; a problem's perf-db rows are written
 before its find-db records, which mark it done for :func:`find_done`, so a merge
@@ -18,29 +21,59 @@ from __future__ import annotations
 from wticonv.errors import FleetError
 from wticonv.fleet.targets import device_resource
 
-__all__ = ["check_result", "find_done", "merge_find", "merge_tune", "perf_rows",
-           "tune_done"]
+__all__ = ["WorkerMismatch", "check_result", "solver_difference", "find_done",
+           "merge_find", "merge_tune", "perf_rows", "tune_done"]
+
+
+class WorkerMismatch(FleetError):
+    """A worker's installed solvers (ids, versions) are not the caller's: its results are
+    refused. ``worker`` names it; the message says which solvers differ."""
+
+    def __init__(self, message: str, worker: str) -> None:
+        super().__init__(message)
+        self.worker = worker
+
+
+def solver_difference(theirs: dict, ours: dict) -> str:
+    """How a worker's solvers (``theirs``: id -> version) differ from this process's
+    (``ours``), in words ("" when they are the same)."""
+    lacks = sorted(set(ours) - set(theirs))
+    extra = sorted(set(theirs) - set(ours))
+    other = sorted(sid for sid in set(ours) & set(theirs) if ours[sid] != theirs[sid])
+    parts = []
+    if lacks:
+        parts.append("lacks " + ", ".join(f"{sid} {ours[sid]}" for sid in lacks))
+    if extra:
+        parts.append("has " + ", ".join(f"{sid} {theirs[sid]}" for sid in extra)
+                     + ", which this process has not")
+    if other:
+        parts.append("runs " + ", ".join(f"{sid} {theirs[sid]} (here {ours[sid]})"
+                                         for sid in other))
+    return "; ".join(parts)
 
 
 def check_result(task, value: dict, versions: dict) -> dict:
     """``value``'s device (a dict) after checking that it is the task's device and that
-    every solver the result names has this process's version (``versions``: solver id
-    -> version).
+    the worker's installed solvers (``value["versions"]``) are this process's
+    (``versions``: solver id -> version): the same ids, in the same versions.
 
     Raises
     ------
     FleetError
-        Naming the worker, the device or solver and both versions.
+        Another device than the task's.
+    WorkerMismatch
+        Naming the worker and the solvers that differ, and what to do.
     """
     dev = value["device"]
+    worker = str(value.get("worker"))
     if device_resource(dev["kind"], dev["name"]) != task.resource:
-        raise FleetError(f"worker {value.get('worker')} measured {dev['name']!r} for a task "
-                         f"of {task.resource!r}; its results are refused")
-    for sid, ver in value.get("versions", {}).items():
-        if sid in versions and versions[sid] != ver:
-            raise FleetError(f"worker {value.get('worker')} runs {sid} {ver}, this process "
-                             f"{versions[sid]}: its results are refused (install the same "
-                             "plugin versions on the workers)")
+        raise FleetError(f"worker {worker} measured {dev['name']!r} for a task of "
+                         f"{task.resource!r}; its results are refused")
+    diff = solver_difference(value.get("versions", {}), versions)
+    if diff:
+        raise WorkerMismatch(f"worker {worker} ({dev['name']}) {diff}: its results are "
+                             "refused; install the same plugins, in the same versions, on "
+                             "every worker as here (`wticonv plugins` lists them)", worker)
     return dev
 
 

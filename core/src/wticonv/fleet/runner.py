@@ -9,7 +9,9 @@ scheduler; a task on two workers that died is failed by it (``allowed-failures``
 1 by a local cluster). Results are merged, through ``on_result``, one at a time as they
 arrive (in the order they finish), so a run interrupted with Ctrl-C keeps what was
 merged. A task whose device no worker serves is reported at once, not left waiting; one
-whose workers all went away, after :data:`NO_WORKER_GRACE_S`.
+whose workers all went away, after :data:`NO_WORKER_GRACE_S`. A scheduler that goes away
+mid-run (closed, restarted, its machine gone) is a :class:`~wticonv.errors.FleetError`
+saying so: what was merged stays merged, and the next run resumes.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from wticonv.errors import one_line
+from wticonv.errors import FleetError, one_line
 from wticonv.fleet.worker import EVENT_TOPIC
 
-__all__ = ["Task", "RunReport", "run_tasks", "WINDOW", "NO_WORKER_GRACE_S"]
+__all__ = ["Task", "RunReport", "run_tasks", "scheduler_gone", "WINDOW",
+           "NO_WORKER_GRACE_S"]
 
 #: Tasks submitted at a time per worker of a device (one running, one waiting).
 WINDOW = 2
@@ -101,6 +104,18 @@ def scheduler_workers(client) -> dict:
         return client.scheduler_info()["workers"]
 
 
+def scheduler_gone(address) -> FleetError:
+    """The error of a run whose scheduler went away."""
+    return FleetError(f"the Dask scheduler at {address} went away (it closed, restarted or "
+                      "cannot be reached any more): what finished was merged; run the "
+                      "command again to resume (it skips what is done)")
+
+
+def _lost(client) -> bool:
+    """Whether ``client`` lost its scheduler (it is reconnecting, or closed)."""
+    return getattr(client, "status", "running") not in ("running", "newly-created")
+
+
 def _workers_by_resource(client) -> dict[str, int]:
     out: dict[str, int] = {}
     for w in scheduler_workers(client).values():
@@ -116,7 +131,15 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
     refused record, fails that task); ``progress(snapshot)``, when given, after each
     change, with :meth:`_Counts.snapshot`'s ``{resource: {done, running, failed,
     remaining}}``. Returns the :class:`RunReport`; Ctrl-C cancels what is left and
-    returns with ``interrupted`` set."""
+    returns with ``interrupted`` set.
+
+    Raises
+    ------
+    FleetError
+        The scheduler went away (:func:`scheduler_gone`); the results merged before stay.
+    """
+    from concurrent.futures import CancelledError
+
     from distributed import TimeoutError as DaskTimeout
     from distributed import wait
 
@@ -171,6 +194,7 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
                 inflight[f] = (t, time.time())
                 room -= 1
 
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "?"
     client.subscribe_topic(EVENT_TOPIC, on_event)
     missing_since: dict[str, float] = {}
     try:
@@ -197,6 +221,8 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
                     pass
             for f in done:
                 task, submitted = inflight.pop(f)
+                if f.status == "cancelled" and _lost(client):
+                    raise scheduler_gone(address)
                 if f.status == "finished":
                     try:
                         value = f.result()
@@ -230,6 +256,12 @@ def run_tasks(client, tasks, on_result, progress=None, retries: int = 1) -> RunR
     except KeyboardInterrupt:
         report.interrupted = True
         client.cancel(list(inflight))
+    except (CancelledError, OSError, DaskTimeout) as e:
+        # distributed's FuturesCancelledError ("scheduler-connection-lost") is a
+        # CancelledError, its CommClosedError an OSError
+        if not _lost(client) and not isinstance(e, CancelledError):
+            raise
+        raise scheduler_gone(address) from None
     finally:
         try:
             client.unsubscribe_topic(EVENT_TOPIC)

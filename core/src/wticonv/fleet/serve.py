@@ -5,6 +5,14 @@ ones ``devices`` names) gets a Dask worker process under a nanny (started again 
 dies), with one thread, the device's resource and ``WTICONV_DEVICE`` set to the device,
 named ``HOST-KIND-P.D``. :func:`worker_commands` gives the equivalent ``dask worker``
 command lines, for a batch system or a container that starts workers itself.
+
+The address is checked and its port tried first (a typo, a dashboard's ``http://``
+address or a scheduler that is not running is one clear error, not a worker waiting
+forever). When the scheduler goes away (it closes, restarts or its machine goes), Dask's
+workers close, and :func:`serve` raises :class:`~wticonv.errors.FleetError` saying so
+(``wticonv worker`` exits with status 2): start it again once the scheduler is back, or
+let a service manager do it (``Restart=on-failure``). The worker processes ignore SIGINT
+(:mod:`wticonv.fleet.quiet`): Ctrl-C stops them through their nannies, quietly.
 """
 
 from __future__ import annotations
@@ -12,8 +20,12 @@ from __future__ import annotations
 import shlex
 import socket
 
-from wticonv.fleet.cluster import require_distributed
+from wticonv.errors import FleetError
+from wticonv.fleet.cluster import QUIET_PRELOAD, check_address, reach, require_distributed
 from wticonv.fleet.targets import Target, local_targets
+
+#: What :func:`local_targets`' errors say the devices were wanted for.
+_PURPOSE = "to serve (wticonv worker)"
 
 __all__ = ["serve", "worker_commands", "worker_name_of"]
 
@@ -30,30 +42,36 @@ def worker_commands(address: str, devices: str | None = None) -> list[str]:
     """One ``dask worker`` command line per device of this machine, as :func:`serve`
     starts them (``WTICONV_DEVICE=P:D dask worker ADDRESS --nthreads 1 --resources
     RESOURCE=1 --name NAME --memory-limit 0``)."""
+    address = check_address(address)
     return [f"WTICONV_DEVICE={t.index} dask worker {shlex.quote(address)} --nthreads 1 "
-            f"--resources {t.resource}=1 --name {worker_name_of(t)} --memory-limit 0"
-            for t in local_targets(devices)]
+            f"--resources {t.resource}=1 --name {worker_name_of(t)} --memory-limit 0 "
+            f"--preload {QUIET_PRELOAD}"
+            for t in local_targets(devices, _PURPOSE)]
 
 
 def serve(address: str, devices: str | None = None, ready=None) -> None:
     """Run one worker per device of this machine for the scheduler at ``address`` until
-    interrupted (Ctrl-C) or the scheduler closes. ``ready(names)``, when given, is called
-    once they all joined.
+    interrupted (Ctrl-C: returns). ``ready(names)``, when given, is called once they all
+    joined.
 
     Raises
     ------
     FleetError
-        If Dask is not installed or no device matches ``devices``.
+        Dask is not installed, ``address`` is not a scheduler's or cannot be reached, no
+        device matches ``devices``, or the scheduler went away (its workers closed).
     """
     import asyncio
 
     distributed = require_distributed()
-    targets = local_targets(devices)
+    address = check_address(address)
+    targets = local_targets(devices, _PURPOSE)
+    reach(address)
 
     async def run():
         nannies = [distributed.Nanny(address, nthreads=1, resources={t.resource: 1},
                                      name=worker_name_of(t), memory_limit=0,
-                                     env={"WTICONV_DEVICE": t.index}) for t in targets]
+                                     env={"WTICONV_DEVICE": t.index},
+                                     preload=[QUIET_PRELOAD]) for t in targets]
         await asyncio.gather(*nannies)
         if ready is not None:
             ready([n.name for n in nannies])
@@ -65,4 +83,8 @@ def serve(address: str, devices: str | None = None, ready=None) -> None:
     try:
         asyncio.run(run())
     except KeyboardInterrupt:
-        pass
+        return
+    raise FleetError(f"the Dask scheduler at {address} went away (it closed, restarted or "
+                     "cannot be reached), and the workers with it: start `wticonv worker "
+                     f"{address}` again once it is back (a service manager can: the exit "
+                     "status is 2)")

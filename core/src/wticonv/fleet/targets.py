@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from wticonv.errors import FleetError
+from wticonv.errors import DeviceError, FleetError
 
 __all__ = ["Target", "device_resource", "local_targets", "worker_slug"]
 
@@ -63,7 +63,8 @@ class Target:
         return device_resource(self.kind, self.name)
 
 
-def local_targets(spec: str | None = None) -> list[Target]:
+def local_targets(spec: str | None = None, purpose: str = "for a local cluster"
+                  ) -> list[Target]:
     """The devices a local cluster starts a worker for: every usable GPU, and the CPU
     device wticonv would choose (``select_device("cpu")``: where both the system's and
     PyPI's PoCL are installed, they are the same cores, so one of them).
@@ -74,7 +75,8 @@ def local_targets(spec: str | None = None) -> list[Target]:
     workers sharing the cores would slow each other's timed runs.
 
     ``spec`` keeps some of them: None every one, ``"gpu"`` or ``"cpu"`` that kind,
-    ``"P:D"`` that device (as ``wticonv devices`` numbers them).
+    ``"P:D"`` that device (as ``wticonv devices`` numbers them). ``purpose`` ends the
+    message of the error (what the devices were wanted for).
 
     Raises
     ------
@@ -91,7 +93,10 @@ def local_targets(spec: str | None = None) -> list[Target]:
     want = (spec or "").strip().lower()
     listed = list_devices()
     if want and want not in ("gpu", "cpu"):
-        dev = select_device(want, store)
+        try:
+            dev = select_device(want, store)
+        except DeviceError as e:
+            raise FleetError(f"no usable OpenCL device {spec!r} {purpose}: {e}") from None
         return [Target(dev.kind, dev.info.name, dev.info.index)]
     out = [Target(i.kind, i.name, i.index) for i, _ in listed
            if i.kind == "gpu" and want in ("", "gpu") and ensure_verdict(i, store).usable]
@@ -105,6 +110,10 @@ def local_targets(spec: str | None = None) -> list[Target]:
     for t in out:                       # one worker per device
         seen.setdefault(t.index, t)
     if not seen:
-        raise FleetError(f"no usable OpenCL device matches {spec or 'any'!r} for a local "
-                         "cluster; `wticonv devices` lists them")
+        kinds = sorted({i.kind for i, _ in listed})
+        raise FleetError(f"no usable OpenCL {want.upper() if want else ''} device "
+                         f"{purpose}".replace("  ", " ")
+                         + (f": this machine has {' and '.join(kinds)} device(s) only"
+                            if want and want not in kinds else "")
+                         + "; `wticonv devices` lists them (and why one is set aside)")
     return list(seen.values())

@@ -147,9 +147,10 @@ def run_task(spec: dict) -> dict:
     """Run one fleet task on this worker's device and return what it measured.
 
     ``spec`` (plain data, made by :mod:`wticonv.fleet.jobs`): ``job`` (``describe``,
-    ``find``, ``tune``, ``evaluate``, ``probes``, ``fit``), ``resource``, ``id``,
-    ``disabled`` (solver ids), ``allow_tf32``, ``time_limit_s``, the job's arguments, and
-    the caller's records the job needs (``perf``: perf-db rows; ``calibration``).
+    ``pending``, ``find``, ``tune``, ``evaluate``, ``probes``, ``fit``), ``resource``,
+    ``id``, ``disabled`` (solver ids), ``allow_tf32``, ``time_limit_s``, the job's
+    arguments, and the caller's records the job needs (``perf``: perf-db rows;
+    ``calibration``; ``system``: its system records, :func:`jobs_worker.sync`).
 
     Returns ``{"device": {key, kind, name, platform, driver, index}, "worker",
     "versions": {solver id: version}, "started", "ended" (``time.time()``), "results"}``.

@@ -15,7 +15,7 @@ from wticonv.db.system import system_view
 from wticonv.errors import WticonvError
 from wticonv.selection.correction import correction_factors
 
-__all__ = ["apply_factors", "calibration_of"]
+__all__ = ["apply_factors", "calibration_of", "stale_note"]
 
 
 def calibration_of(device, problem=None) -> tuple[dict, dict, str, str]:
@@ -41,15 +41,38 @@ def calibration_of(device, problem=None) -> tuple[dict, dict, str, str]:
             "system calibration", view.calibration_source)
 
 
+def stale_note(factors: dict, models: dict, versions: dict, source: str, name: str) -> str:
+    """What explain says of a calibration some (or all) of whose records selection passes
+    over: records of another solver version, or of a solver that is not installed ("" when
+    every record counts)."""
+    records = [(key.split("@")[0], rec[0]) for key, rec in factors.items()]
+    records += [(sid, rec[0]) for sid, rec in models.items()]
+    stale = sorted({sid for sid, ver in records if versions.get(sid) != ver})
+    if not stale:
+        return ""
+    n_stale = sum(versions.get(sid) != ver for sid, ver in records)
+    where = f"the system database {name}" if name else "your cache"
+    if n_stale == len(records):
+        return (f"the {source} ({where}) holds no record of an installed solver version (its "
+                f"{len(records)} record(s) are of other versions, or of solvers not "
+                "installed): it corrects no WTI here; `wticonv calibrate` makes one for "
+                "these versions")
+    return (f"{n_stale} of the {len(records)} record(s) of the {source} ({where}) are of "
+            "other solver versions, or of solvers not installed: "
+            + ", ".join(stale[:6]) + (", ..." if len(stale) > 6 else "")
+            + " not corrected")
+
+
 def apply_factors(registry, device, verdicts, direction: str | None = None,
-                  problem=None) -> None:
+                  problem=None) -> str:
     """Multiply each applicable verdict's WTI by its solver's correction for ``problem``
     (given) or stored factor for ``direction`` (else its all-directions factor), keeping
     the raw WTI in ``raw_wti`` and naming the calibration in ``source``; used by
-    selection."""
+    selection. Returns :func:`stale_note`'s note on the calibration's records that do not
+    count here ("" when all do, or there is none)."""
     factors, models, source, name = calibration_of(device, problem)
     if not factors and not models:
-        return
+        return ""
     versions = {sid: e.version for sid, e in registry.solvers.items()}
     live = [v for v in verdicts if v.wti is not None and v.wti > 0]
     learned = correction_factors(models, versions, problem, device,
@@ -68,3 +91,4 @@ def apply_factors(registry, device, verdicts, direction: str | None = None,
         if v.wti_source == "model":
             v.wti_source = "calibrated"
             v.source, v.system_db = source, name
+    return stale_note(factors, models, versions, source, name)

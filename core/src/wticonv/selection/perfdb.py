@@ -21,7 +21,8 @@ from wticonv.errors import SolverWarning, WticonvError
 if TYPE_CHECKING:  # pragma: no cover
     from wticonv.problem.conv import ConvProblem
 
-__all__ = ["DEFAULT_PERF_CONFIG", "offered_perf_configs", "stored_perf_config"]
+__all__ = ["DEFAULT_PERF_CONFIG", "offered_perf_configs", "stored_perf_config",
+           "perf_record_check"]
 
 
 #: The name that forces a solver's own default perf config (``perf_config=None`` in its
@@ -113,3 +114,56 @@ def _system_perf_config(registry, solver_id: str, problem: ConvProblem, device,
         return config, "", "system perf-db"
     return None, (f"system perf-db config {config} not offered here (or over the workspace "
                   f"limit; {name}): default"), ""
+
+
+def perf_record_check(registry, store=None):
+    """A check of perf-db records against the installed solvers, for
+    :func:`wticonv.db.transfer.import_db`'s ``solver_check``: ``check(record)`` raises
+    ValueError for a perf-db record of an installed solver that is not tunable (selection
+    never reads it), or, where the record's device is a device of this machine (opened
+    with ``store``), one naming a perf config the solver does not offer for its problem
+    (selection would delete it on first use). Records of devices of other machines are
+    checked there, when selection reads them."""
+    opened: dict[str, object] = {}
+
+    def device_of(key: str):
+        if key not in opened:
+            from wticonv.runtime.device import list_devices, select_device
+
+            opened[key] = None
+            try:
+                for info, _ in list_devices():
+                    if info.key == key:
+                        opened[key] = select_device(info.index, store)
+                        break
+            except WticonvError:        # no OpenCL, or the device set aside: not checked
+                pass
+        return opened[key]
+
+    def check(record) -> None:
+        entry = registry.solvers.get(record.solver)
+        if record.kind != "perf-db" or entry is None:
+            return
+        if not entry.tunable:
+            raise ValueError(f"{record.solver} is not tunable (it offers no perf configs): "
+                             "selection never reads a perf-db record of it; leave the "
+                             "record out")
+        device = device_of(record.device)
+        if device is None:
+            return
+        from wticonv.problem.conv import parse_key
+
+        config = record.values["perf_config"]
+        try:
+            offered = offered_perf_configs(registry, record.solver, parse_key(record.problem),
+                                           device, None)
+        except Exception:  # noqa: BLE001 - a hook that fails here fails in selection too
+            return
+        if config not in offered:
+            listed = ", ".join(offered[:8]) + (", ..." if len(offered) > 8 else "")
+            raise ValueError(f"{record.solver} does not offer perf config {config!r} for this "
+                             f"problem on this device (it offers {listed or 'none'}): "
+                             "selection would delete the record; tune again (`wticonv "
+                             "tune`) or leave the record out")
+
+    return check

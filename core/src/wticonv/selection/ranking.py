@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Verdict, Selection: defined in wticonv.selection.verdicts, kept here for callers of the
 # old module
-__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg", "rank_key"]
+__all__ = ["Verdict", "Selection", "select", "workspace_limit_arg", "rank_key", "runnable"]
 
 
 def _warn(sid: str, problem: ConvProblem, what: str) -> None:
@@ -285,16 +285,40 @@ def select(registry: SolverRegistry, problem: ConvProblem, device: Device,
     for v in verdicts:
         if v.applicable and not v.reason and not math_allowed(v.math, allow_tf32):
             v.reason = TF32_REFUSED
+    note = ""
     if solver is not None:
         sel = _forced(problem, device, verdicts, solver, workspace_limit)
     else:
         if calibrated:
-            apply_factors(registry, device, verdicts, problem.direction, problem)
+            note = apply_factors(registry, device, verdicts, problem.direction, problem)
         if measured:
             apply_records(registry, device, problem, verdicts)
         sel = _ranked(registry, problem, device, verdicts, workspace_limit)
     sel.allow_tf32 = allow_tf32
+    sel.calibration_note = note
     return sel
+
+
+def runnable(registry: SolverRegistry, problem: ConvProblem, device: Device,
+             workspace_limit: int | None = None, allow_tf32: bool = False) -> set[str]:
+    """The solvers find mode times on ``problem`` (:func:`wticonv.measuring.find.find`):
+    each one that a forced selection accepts (applicable, its workspace within the limit
+    and the device's largest buffer, FP32-accurate unless ``allow_tf32``), less the
+    disabled ones. Nothing runs and nothing warns; a fleet's resume asks it which solvers
+    a problem's find-db records must hold (:mod:`wticonv.fleet.jobs`)."""
+    workspace_limit = _check_arguments(registry, workspace_limit, None, None)
+    if _tensor_too_big(problem, device):
+        return set()
+    out = set()
+    for sid in registry.ids():
+        if sid in registry.disabled:
+            continue
+        v = _evaluate(registry, sid, problem, device, workspace_limit, True, quiet=True)
+        if v.applicable and math_allowed(v.math, allow_tf32) \
+                and v.workspace <= device.info.max_alloc_bytes \
+                and (workspace_limit is None or v.workspace <= workspace_limit):
+            out.add(sid)
+    return out
 
 
 #: Why a tf32 solver is not ranked by default.

@@ -111,6 +111,9 @@ class Selection:
     allow_tf32 : bool
         Whether TF32-only solvers were ranked (else only FP32-accurate ones: math class
         ``fp32`` or ``3xtf32``).
+    calibration_note : str
+        What explain says of the device's calibration records that do not count here
+        (other solver versions, solvers not installed); "" when all do, or none exists.
     """
 
     problem: ConvProblem
@@ -120,6 +123,7 @@ class Selection:
     workspace_limit: int | None = None
     candidates: list[Verdict] = field(default_factory=list)
     allow_tf32: bool = False
+    calibration_note: str = ""
 
     @property
     def solver_id(self) -> str | None:
@@ -136,5 +140,6 @@ class Selection:
             "workspace_limit": self.workspace_limit,
             "allow_tf32": self.allow_tf32,
             "chosen": self.solver_id,
+            "calibration_note": self.calibration_note,
             "solvers": [asdict(v) for v in self.verdicts],
         }
