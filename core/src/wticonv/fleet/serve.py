@@ -84,6 +84,18 @@ def serve(address: str, devices: str | None = None, ready=None) -> None:
         asyncio.run(run())
     except KeyboardInterrupt:
         return
+    except RuntimeError as e:
+        # a nanny that did not start: the scheduler went away while its worker was
+        # joining (then its port no longer answers), or the worker failed on its own
+        try:
+            reach(address)
+        except FleetError:
+            pass
+        else:
+            cause = e.__cause__ or e
+            raise FleetError(f"a worker for the scheduler at {address} failed to start "
+                             f"({type(cause).__name__}: {cause}): see the log above") \
+                from None
     raise FleetError(f"the Dask scheduler at {address} went away (it closed, restarted or "
                      "cannot be reached), and the workers with it: start `wticonv worker "
                      f"{address}` again once it is back (a service manager can: the exit "
