@@ -384,3 +384,56 @@ def test_cpu_sgemm_blocks_and_chunks(handle, M, N, K, lda, nb, beta):
     if beta:
         ref = ref + C0
     assert rms_range(C, ref) < 1e-6
+
+
+@pytest.mark.parametrize("M, N, K, nb, beta, blocks", [
+    # 10 x 18 tiles in blocks of 4 x 8: the last block of each axis partial, the last
+    # tile too; chunks of 256 steps and a tail of 600 % 16
+    (37, 70, 600, 1, 0, (4, 8)),
+    (16, 128, 300, 3, 1, (4, 4)),   # 8 work-items kept; batches, each with its tail; beta
+    (13, 9, 7, 2, 0, (1, 1)),       # a reduction shorter than a vector: the tail only
+])
+def test_cpu_sgemm_nt_blocks_chunks_and_tails(handle, M, N, K, nb, beta, blocks):
+    """sgemm_nt's blocks of 4 x 4 tiles (the last block of each axis partial), its
+    reduction chunks (params.CPU_NT_KC steps) and the scalar tail of each batch, on
+    matrices whose rows lie along k (as backward weights reads them), on the CPU."""
+    from wticonv.runtime import kit
+    from wticonv_gemm import params
+    from wticonv_gemm.sgemm import ColMap, GemmOp, Operand, gemm_launch
+
+    dev = handle.device
+    rng = np.random.default_rng(5)
+    lda, ldb = K + 3, K + 5
+    A = rng.uniform(-1, 1, (nb, M, lda)).astype(np.float32)
+    B = rng.uniform(-1, 1, (nb, N, ldb)).astype(np.float32)
+    C0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+    op = GemmOp(M, N, K, a=Operand("a", ms=lda, ks=1, bs=M * lda),
+                b=Operand("b", ks=1, bs=N * ldb, cols=ColMap.strided(ldb)),
+                c=Operand("c", ms=N, cols=ColMap()), nb=nb, beta=beta)
+    launch = gemm_launch(op, "cpu", 1)          # one compute unit
+    rb, cb = params.cpu_nt_blocks(M, N, 1, 1)
+    assert launch.kernel == "sgemm_nt"
+    assert params.CPU_NT_MAX_BLOCKS == (4, 8) and (rb, cb) == blocks
+    assert launch.global_size == (-(-M // (4 * rb)), -(-N // (4 * cb)), 1)
+    if dev.kind != "cpu":
+        pytest.skip("the CPU kernel's vector code runs on CPU devices")
+    bufs = {"a": dev.upload(A), "b": dev.upload(B), "c": dev.upload(C0)}
+    kit.enqueue(dev, [launch], bufs)
+    C = dev.download(bufs["c"], (M, N))
+    ref = sum(A[b, :, :K].astype(np.float64) @ B[b, :, :K].astype(np.float64).T
+              for b in range(nb))
+    if beta:
+        ref = ref + C0
+    assert rms_range(C, ref) < 1e-6
+
+
+def test_cpu_sgemm_nt_model_charges_short_pictures():
+    """sgemm_nt's predicted rate falls with the picture's reduction length (each picture
+    starts its tiles anew, the steps past the last vector run scalar), as measured on
+    ResNet-50's 1x1 backward-weights layers (params.CPU_NT_PICTURE_STEPS)."""
+    from wticonv_gemm import params
+
+    rate = {k: params.cpu_nt_efficiency(256, 512, k, 1, 2) for k in (3136, 784, 196, 49)}
+    assert rate[3136] > rate[784] > rate[196] > rate[49]
+    assert 0.85 < rate[784] / params.CPU_NT.efficiency < 1.0
+    assert 0.3 < rate[49] / rate[784] < 0.5                # measured 0.38

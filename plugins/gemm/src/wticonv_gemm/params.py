@@ -3,7 +3,8 @@ them.
 
 CPUs (PoCL): ``sgemm_nn`` with GEMM_MR rows x 32 columns per work-item (12 x 32: 24 of the
 32 AVX-512 registers hold the tile; 14 rows spill and ran 2.5x slower), ``sgemm_nt``
-with 4 x 4 dot products per work-item (kernels/sgemm_cpu.cl). One set of parameters for
+with blocks of up to 4 x 8 tiles of 4 x 4 dot products per work-item, the reduction in
+chunks of 256 steps (kernels/sgemm_cpu.cl). One set of parameters for
 every shape.
 
 GPUs: ``sgemm`` (kernels/sgemm_gpu.cl), a local-memory tiled kernel. A small set of tile
@@ -17,7 +18,8 @@ The efficiencies are measured (see docs/wti-models.md): SGEMM 4096^3 on the NVID
 through its OpenCL driver (float4 loads, pipelined: 128x128x8 29.5 TFLOP/s, 64x64x8 with
 8x8 work-items 26.9, 128x64x16 25.4, against a measured peak of 62.6), and 1024^3 on the
 development machines' 2-core AMD EPYC through PoCL 3.1 (388 GFLOP/s of 469 for sgemm_nn;
-sgemm_nt about 150 GFLOP/s on backward-weights shapes).
+sgemm_nt about 150 GFLOP/s on backward-weights shapes, 210-230 GFLOP/s of 479 on the
+2-core Xeon since its blocking).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from functools import lru_cache
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
            "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency",
            "cpu_nn_blocks", "CPU_NN_ITEMS_PER_CU", "CPU_NN_KC", "CPU_NN_MAX_BLOCKS",
-           "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR"]
+           "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR", "cpu_nt_blocks", "CPU_NT_KC",
+           "CPU_NT_MAX_BLOCKS"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,8 @@ class CpuConfig:
     @property
     def options(self) -> str:
         return (f"-DGEMM_VW={self.vw} -DGEMM_MR={self.mr} -DGEMM_KC={CPU_NN_KC} "
-                "-DGEMM_NT_MR=4 -DGEMM_NT_NR=4")
+                f"-DGEMM_NT_MR=4 -DGEMM_NT_NR=4 -DGEMM_NT_KC={CPU_NT_KC} "
+                f"-DGEMM_NT_MAXB={CPU_NT_MAX_BLOCKS[0] * CPU_NT_MAX_BLOCKS[1]}")
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def _gpu_options(cfg: GpuConfig, a_kfast: bool, b_kfast: bool, vec: bool) -> str
 
 
 CPU_NN = CpuConfig(mr=12, nr=32, efficiency=0.75)
-CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.35)
+CPU_NT = CpuConfig(mr=4, nr=4, efficiency=0.49)
 #: Set-up time of one CPU work-item (column offsets, load modes, stores), seconds, measured
 #: with K = 1 on the development machines: 0.26-0.56 us for sgemm_nn, 0.13 us for sgemm_nt.
 CPU_NN_ITEM_S = 0.4e-6
@@ -117,8 +121,37 @@ def cpu_nn_blocks(M: int, N: int, groups: int, compute_units: int,
     columns) of the block of tiles one ``sgemm_nn`` work-item computes: the largest up to
     :data:`CPU_NN_MAX_BLOCKS` that keep at least :data:`CPU_NN_ITEMS_PER_CU` work-items per
     compute unit (the larger of the two halved first, down to one tile)."""
-    mb, nb = -(-M // cfg.mr), -(-N // cfg.nr)
-    rb, cb = min(mb, CPU_NN_MAX_BLOCKS[0]), min(nb, CPU_NN_MAX_BLOCKS[1])
+    return _blocks(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
+                   CPU_NN_MAX_BLOCKS)
+
+
+#: Reduction steps per chunk of ``sgemm_nt`` (the kernel's ``GEMM_NT_KC``): per chunk,
+#: the tiles of a work-item's block pass over the block's rows of A and B in turn, so that
+#: those rows are read from memory once per block rather than once per tile. Measured with
+#: :data:`CPU_NT_MAX_BLOCKS` on ResNet-50's twelve stride-1 1x1 backward-weights layers at
+#: N=8 (2-core Xeon, AVX-512, 48 KiB L1, PoCL 3.1, best of 3 interleaved rounds): 128, 192
+#: and 256 within 5 % of each other, 64 up to 1.9x slower; the unblocked kernel (one tile
+#: a work-item, the whole reduction at once) 1.5-1.9x slower than 256 on 28x28 to 56x56
+#: pictures.
+CPU_NT_KC = 256
+
+#: The largest block of ``sgemm_nt`` tiles (4 x 4 dot products each) one work-item takes:
+#: row tiles and column tiles. Same layers: 4 x 8 and 8 x 8 alike, 4 x 4 up to 1.1x and
+#: 2 x 2 up to 2.3x slower.
+CPU_NT_MAX_BLOCKS = (4, 8)
+
+
+def cpu_nt_blocks(M: int, N: int, groups: int, compute_units: int,
+                  cfg: CpuConfig = CPU_NT) -> tuple[int, int]:
+    """``(RB, CB)``: the row tiles and column tiles of the block one ``sgemm_nt`` work-item
+    computes, as :func:`cpu_nn_blocks` chooses them (up to :data:`CPU_NT_MAX_BLOCKS`)."""
+    return _blocks(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
+                   CPU_NT_MAX_BLOCKS)
+
+
+def _blocks(mb: int, nb: int, groups: int, compute_units: int,
+            most: tuple[int, int]) -> tuple[int, int]:
+    rb, cb = min(mb, most[0]), min(nb, most[1])
     want = CPU_NN_ITEMS_PER_CU * max(1, compute_units)
     while (rb > 1 or cb > 1) and -(-mb // rb) * -(-nb // cb) * groups < want:
         if cb >= rb:
@@ -237,15 +270,29 @@ def cpu_nn_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
             * gather)
 
 
+#: ``sgemm_nt``'s cost, in vector steps (GEMM_VW steps of k for one tile), of one step of
+#: k past the last whole vector of a picture's reduction (run scalar), and of starting a
+#: tile on the next picture (its rows of A and B read from memory anew, its partial sums
+#: reloaded). Fitted to the 1x1 backward-weights layers above: rate against 28x28 pictures
+#: (784 steps) 0.93 at 56x56, 0.62 at 14x14 (196 = 12 vectors + 4 steps), 0.38 at 7x7.
+CPU_NT_TAIL_STEP = 0.75
+CPU_NT_PICTURE_STEPS = 4.0
+
+
 def cpu_nt_efficiency(M: int, N: int, K: int, groups: int, compute_units: int,
                       cfg: CpuConfig = CPU_NT) -> float:
-    """Predicted fraction of peak of ``sgemm_nt``: ``CPU_NT.efficiency * util(M, 4) *
-    util(N, 4) * fill * vec``, vec = share of k done in 16-wide vectors (the tail of each
-    row runs scalar, vw x slower)."""
-    items = -(-M // cfg.mr) * -(-N // cfg.nr) * groups
+    """Predicted fraction of peak of ``sgemm_nt`` on ``groups`` GEMMs of M x N whose
+    reduction is K steps a picture (batch term): ``CPU_NT.efficiency * util(M, 4) *
+    util(N, 4) * fill * vec``, fill = min(1, work-items / (4 x cores)) with the blocks of
+    :func:`cpu_nt_blocks`, vec = (K / vw) / (kv / vw + CPU_NT_TAIL_STEP * (K - kv) +
+    CPU_NT_PICTURE_STEPS), kv = K rounded down to the vector width ``vw``."""
+    rb, cb = cpu_nt_blocks(M, N, groups, compute_units, cfg)
+    items = -(-M // (cfg.mr * rb)) * -(-N // (cfg.nr * cb)) * groups
     fill = min(1.0, items / (4.0 * compute_units))
+    vw = float(cfg.vw)
     kv = K // cfg.vw * cfg.vw
-    vec = K / (kv + (K - kv) * float(cfg.vw)) if K else 1.0
+    vec = (K / vw) / (kv / vw + CPU_NT_TAIL_STEP * (K - kv) + CPU_NT_PICTURE_STEPS) \
+        if K else 1.0
     return cfg.efficiency * _util(M, cfg.mr) * _util(N, cfg.nr) * fill * vec
 
 

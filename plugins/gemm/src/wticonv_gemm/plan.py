@@ -85,10 +85,11 @@ def _odd16(n: int) -> int:
 #: The largest output picture (Ho * Wo pixels) whose CPU backward weights go through the
 #: row buffer: the column buffer's sgemm_nt reduces along the picture, in vectors, with
 #: one horizontal sum per output at the end, so it pays on long reductions only.
-#: Interleaved runs, 2-core Xeon, ResNet-50 layers at N=8, rows over columns: 3.40x and
-#: 2.66x at 7x7 pixels, 2.70x and 1.55x at 14x14, 1.56x and 0.85x at 28x28, 0.97x and
-#: 0.68x at 56x56 (1x1 and 3x3 filters).
-ROWS_MAX_PICTURE = 1024
+#: Interleaved runs, 2-core Xeon, gemm.im2col on ResNet-50's backward-weights layers at
+#: N=8, with sgemm_nt's blocking (params.CPU_NT_KC), columns over rows: 1.6-3.6x at 7x7
+#: pixels, 1.1-1.9x at 14x14, 0.48-0.89x at 28x28, 0.91-0.97x at 56x56; the geometric
+#: middle between 14x14 and 28x28 is about 500 pixels.
+ROWS_MAX_PICTURE = 512
 
 
 def _rows(p, kind: str) -> bool:

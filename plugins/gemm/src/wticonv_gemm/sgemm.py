@@ -193,11 +193,12 @@ def _vec_aligned(op: GemmOp, min_picture: int = VEC_MIN_PICTURE) -> bool:
             and all(v % 4 == 0 for v in strides))
 
 
-def _cpu_nt_args(op: GemmOp) -> tuple:
+def _cpu_nt_args(op: GemmOp, rb: int, cb: int) -> tuple:
     a, b, c, i64 = op.a, op.b, op.c, np.int64
     return (*_sizes(op), a.buffer, i64(a.off), i64(a.gs), i64(a.bs), i64(a.bs2), i64(a.ms),
             b.buffer, i64(b.off), i64(b.gs), i64(b.bs), i64(b.bs2), *b.cols.args(),
-            c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(), np.int32(op.beta))
+            c.buffer, i64(c.off), i64(c.gs), i64(c.ms), *c.cols.args(), np.int32(op.beta),
+            np.int32(rb), np.int32(cb))
 
 
 def _cpu_nn_args(op: GemmOp, b_len: int | None, rb: int, cb: int) -> tuple:
@@ -254,9 +255,10 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         nn_cfg, nt_cfg = params.cpu_configs(vector_width)
         if a.ks == 1 and b.ks == 1:
             cfg = nt_cfg
-            grid = (-(-op.M // cfg.mr), -(-op.N // cfg.nr), op.groups)
+            rb, cb = params.cpu_nt_blocks(op.M, op.N, op.groups, compute_units, cfg)
+            grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
             return KERNELS.launch("sgemm_cpu.cl", "sgemm_nt", cfg.options, grid, (1, 1, 1),
-                          lambda: _cpu_nt_args(op),
+                          lambda: _cpu_nt_args(op, rb, cb),
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
                                                              compute_units, cfg),
                           _traffic(op), prod(grid) * params.CPU_NT_ITEM_S / compute_units)

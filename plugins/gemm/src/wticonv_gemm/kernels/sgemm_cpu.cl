@@ -37,10 +37,19 @@
                             and stays in the L1 cache while the row blocks pass over it */
 #endif
 #ifndef GEMM_NT_MR
-#define GEMM_NT_MR 4     /* rows per work-item in sgemm_nt */
+#define GEMM_NT_MR 4     /* rows per tile in sgemm_nt */
 #endif
 #ifndef GEMM_NT_NR
-#define GEMM_NT_NR 4     /* columns per work-item in sgemm_nt */
+#define GEMM_NT_NR 4     /* columns per tile in sgemm_nt */
+#endif
+#ifndef GEMM_NT_KC
+#define GEMM_NT_KC 128   /* reduction steps per chunk in sgemm_nt (a multiple of GEMM_VW):
+                            the rows of A and B a block of 4 x 4 tiles reads in a chunk,
+                            32 x GEMM_NT_KC floats (16 KiB), stay in the L1 cache while
+                            its tiles pass over them */
+#endif
+#ifndef GEMM_NT_MAXB
+#define GEMM_NT_MAXB 16  /* most tiles in one sgemm_nt work-item's block (RB x CB) */
 #endif
 
 #include "wticonv/common.h"
@@ -241,7 +250,14 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
 
 /* k-contiguous "dot product" GEMM: C(m, n) = sum_b sum_k A(b, m, k) * B(b, n, k) with
  * A(b, m, k) = A + a_off + g*a_gs + bofs(b) + m*a_ms + k and
- * B(b, n, k) = B + b_off + g*b_gs + bofs(b) + colB(n) + k, bofs as in sgemm_nn. */
+ * B(b, n, k) = B + b_off + g*b_gs + bofs(b) + colB(n) + k, bofs as in sgemm_nn.
+ *
+ * A work-item computes a block of RB x CB tiles (run-time arguments, RB*CB at most
+ * GEMM_NT_MAXB) of GEMM_NT_MR x GEMM_NT_NR dot products each, in vector partial sums along
+ * k. The reduction runs in chunks of GEMM_NT_KC steps: per chunk, every tile of the block
+ * passes over the block's rows of A and B in turn, so that those rows (RB*MR + CB*NR rows
+ * of GEMM_NT_KC floats) are read from memory once and from the L1 cache by the other
+ * tiles; the tiles' partial sums wait in private memory between chunks. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2,
               __global const float *restrict A, const long a_off, const long a_gs,
@@ -251,68 +267,109 @@ void sgemm_nt(const int M, const int N, const int K, const int NB, const int NB2
               const int bP, const int bWo, const long bns, const long bhs, const long bws,
               __global float *restrict C, const long c_off, const long c_gs, const long c_ms,
               const int cP, const int cWo, const long cns, const long chs, const long cws,
-              const int beta)
+              const int beta, const int RB, const int CB)
 {
-    const int m0 = get_global_id(0) * GEMM_NT_MR;
-    const int n0 = get_global_id(1) * GEMM_NT_NR;
+#define NT_TILE (GEMM_NT_MR * GEMM_NT_NR)
     const long g = get_global_id(2);
-    long arow[GEMM_NT_MR], bcol[GEMM_NT_NR];
-    for (int i = 0; i < GEMM_NT_MR; ++i)
-        arow[i] = a_off + g * a_gs + (long)min(m0 + i, M - 1) * a_ms;
-    for (int j = 0; j < GEMM_NT_NR; ++j)
-        bcol[j] = b_off + g * b_gs + gemm_col(min(n0 + j, N - 1), bP, bWo, bns, bhs, bws);
-    floatv acc[GEMM_NT_MR][GEMM_NT_NR];
-    for (int i = 0; i < GEMM_NT_MR; ++i)
-        for (int j = 0; j < GEMM_NT_NR; ++j)
-            acc[i][j] = (floatv)(0.0f);
-    float tail[GEMM_NT_MR][GEMM_NT_NR];
-    for (int i = 0; i < GEMM_NT_MR; ++i)
-        for (int j = 0; j < GEMM_NT_NR; ++j)
-            tail[i][j] = 0.0f;
+    const int mb0 = get_global_id(0) * RB, nb0 = get_global_id(1) * CB;
+    const __global float *Ag = A + a_off + g * a_gs;
+    const __global float *Bg = B + b_off + g * b_gs;
+    long arow[GEMM_NT_MAXB * GEMM_NT_MR], bcol[GEMM_NT_MAXB * GEMM_NT_NR];
+    for (int i = 0; i < RB * GEMM_NT_MR; ++i)
+        arow[i] = (long)min(mb0 * GEMM_NT_MR + i, M - 1) * a_ms;
+    for (int j = 0; j < CB * GEMM_NT_NR; ++j)
+        bcol[j] = gemm_col(min(nb0 * GEMM_NT_NR + j, N - 1), bP, bWo, bns, bhs, bws);
+    floatv part[GEMM_NT_MAXB * NT_TILE];
+    float tail[GEMM_NT_MAXB * NT_TILE];
+    for (int t = 0; t < RB * CB * NT_TILE; ++t) {
+        part[t] = (floatv)(0.0f);
+        tail[t] = 0.0f;
+    }
     const int kv = K - K % VW;
     for (int b = 0; b < NB; ++b) {
         const long b1 = b / NB2, b2 = b - b1 * NB2;
-        const __global float *ap[GEMM_NT_MR], *bp[GEMM_NT_NR];
-        for (int i = 0; i < GEMM_NT_MR; ++i)
-            ap[i] = A + arow[i] + b1 * a_bs + b2 * a_bs2;
-        for (int j = 0; j < GEMM_NT_NR; ++j)
-            bp[j] = B + bcol[j] + b1 * b_bs + b2 * b_bs2;
-        for (int k = 0; k < kv; k += VW) {
-            floatv av[GEMM_NT_MR], bv[GEMM_NT_NR];
-            /* unrolled, so that the vectors stay in registers (a loop kept them on the
-             * stack: a store and a load more per vector, PoCL 3.1) */
+        const __global float *Ab = Ag + b1 * a_bs + b2 * a_bs2;
+        const __global float *Bb = Bg + b1 * b_bs + b2 * b_bs2;
+        for (int k0 = 0; k0 < K; k0 += GEMM_NT_KC) {
+            const int k1 = min(kv, k0 + GEMM_NT_KC);
+            for (int rb = 0; rb < RB; ++rb) {
+                if ((mb0 + rb) * GEMM_NT_MR >= M)
+                    break;
+                const __global float *ap[GEMM_NT_MR];
+                for (int i = 0; i < GEMM_NT_MR; ++i)
+                    ap[i] = Ab + arow[rb * GEMM_NT_MR + i];
+                for (int cb = 0; cb < CB; ++cb) {
+                    if ((nb0 + cb) * GEMM_NT_NR >= N)
+                        break;
+                    const __global float *bp[GEMM_NT_NR];
+                    for (int j = 0; j < GEMM_NT_NR; ++j)
+                        bp[j] = Bb + bcol[cb * GEMM_NT_NR + j];
+                    floatv *pt = part + (rb * CB + cb) * NT_TILE;
+                    floatv acc[GEMM_NT_MR][GEMM_NT_NR];
 #pragma unroll
-            for (int i = 0; i < GEMM_NT_MR; ++i)
-                av[i] = VLOAD(0, ap[i] + k);
+                    for (int i = 0; i < GEMM_NT_MR; ++i)
 #pragma unroll
-            for (int j = 0; j < GEMM_NT_NR; ++j)
-                bv[j] = VLOAD(0, bp[j] + k);
+                        for (int j = 0; j < GEMM_NT_NR; ++j)
+                            acc[i][j] = pt[i * GEMM_NT_NR + j];
+                    for (int k = k0; k < k1; k += VW) {
+                        floatv av[GEMM_NT_MR], bv[GEMM_NT_NR];
+                        /* unrolled, so that the vectors stay in registers (a loop kept
+                         * them on the stack: a store and a load more per vector, PoCL
+                         * 3.1) */
 #pragma unroll
-            for (int i = 0; i < GEMM_NT_MR; ++i)
+                        for (int i = 0; i < GEMM_NT_MR; ++i)
+                            av[i] = VLOAD(0, ap[i] + k);
 #pragma unroll
-                for (int j = 0; j < GEMM_NT_NR; ++j)
-                    acc[i][j] = WTICONV_MAD(av[i], bv[j], acc[i][j]);
+                        for (int j = 0; j < GEMM_NT_NR; ++j)
+                            bv[j] = VLOAD(0, bp[j] + k);
+#pragma unroll
+                        for (int i = 0; i < GEMM_NT_MR; ++i)
+#pragma unroll
+                            for (int j = 0; j < GEMM_NT_NR; ++j)
+                                acc[i][j] = WTICONV_MAD(av[i], bv[j], acc[i][j]);
+                    }
+#pragma unroll
+                    for (int i = 0; i < GEMM_NT_MR; ++i)
+#pragma unroll
+                        for (int j = 0; j < GEMM_NT_NR; ++j)
+                            pt[i * GEMM_NT_NR + j] = acc[i][j];
+                    /* the picture's last K % VW steps, after its last chunk */
+                    if (k0 + GEMM_NT_KC >= K) {
+                        float *tt = tail + (rb * CB + cb) * NT_TILE;
+                        for (int k = kv; k < K; ++k)
+                            for (int i = 0; i < GEMM_NT_MR; ++i)
+                                for (int j = 0; j < GEMM_NT_NR; ++j)
+                                    tt[i * GEMM_NT_NR + j] = WTICONV_MAD(
+                                        ap[i][k], bp[j][k], tt[i * GEMM_NT_NR + j]);
+                    }
+                }
+            }
         }
-        for (int k = kv; k < K; ++k)
-            for (int i = 0; i < GEMM_NT_MR; ++i)
-                for (int j = 0; j < GEMM_NT_NR; ++j)
-                    tail[i][j] = WTICONV_MAD(ap[i][k], bp[j][k], tail[i][j]);
     }
     __global float *Cg = C + c_off + g * c_gs;
-    for (int j = 0; j < GEMM_NT_NR; ++j) {
-        if (n0 + j >= N)
-            break;
-        const long col = gemm_col(n0 + j, cP, cWo, cns, chs, cws);
-        for (int i = 0; i < GEMM_NT_MR; ++i) {
-            if (m0 + i >= M)
-                break;
-            float lanes[VW];
-            VSTORE(acc[i][j], 0, lanes);
-            float s = tail[i][j];
-            for (int l = 0; l < VW; ++l)
-                s += lanes[l];
-            __global float *c = Cg + (long)(m0 + i) * c_ms + col;
-            *c = beta ? *c + s : s;
+    for (int rb = 0; rb < RB; ++rb) {
+        for (int cb = 0; cb < CB; ++cb) {
+            const floatv *pt = part + (rb * CB + cb) * NT_TILE;
+            const float *tt = tail + (rb * CB + cb) * NT_TILE;
+            for (int j = 0; j < GEMM_NT_NR; ++j) {
+                const int n = (nb0 + cb) * GEMM_NT_NR + j;
+                if (n >= N)
+                    break;
+                const long col = gemm_col(n, cP, cWo, cns, chs, cws);
+                for (int i = 0; i < GEMM_NT_MR; ++i) {
+                    const int m = (mb0 + rb) * GEMM_NT_MR + i;
+                    if (m >= M)
+                        break;
+                    float lanes[VW];
+                    VSTORE(pt[i * GEMM_NT_NR + j], 0, lanes);
+                    float s = tt[i * GEMM_NT_NR + j];
+                    for (int l = 0; l < VW; ++l)
+                        s += lanes[l];
+                    __global float *c = Cg + (long)m * c_ms + col;
+                    *c = beta ? *c + s : s;
+                }
+            }
         }
     }
+#undef NT_TILE
 }
