@@ -117,18 +117,30 @@ __kernel void im2row_cpu(__global const float *restrict x, __global float *restr
 {
     const int n = get_global_id(0), ho = get_global_id(1);
     const __global float *xn = x + (long)(n0 + n) * C * H * (long)W;
-    for (int wo = 0; wo < Wo; ++wo) {
-        __global float *out = row + ((long)(n * Ho + ho) * Wo + wo) * ld;
-        for (int c = 0; c < C; ++c) {
-            const __global float *xc = xn + (long)c * H * W;
-            for (int r = 0; r < R; ++r) {
-                const int ih = ho * stride_h - pad_h + r * dil_h;
-                const bool row_ok = ih >= 0 && ih < H;
-                for (int s = 0; s < S; ++s) {
-                    const int iw = wo * stride_w - pad_w + s * dil_w;
-                    out[(c * R + r) * S + s] = (row_ok && iw >= 0 && iw < W)
-                                                   ? xc[(long)ih * W + iw] : 0.0f;
-                }
+    /* One filter tap (c, r, s) at a time, across the output row's pixels: x is read
+     * along its rows, and the Wo rows of the buffer are written one column at a time, each
+     * line of them filled over 16 taps while it stays in the L1 cache. (The tap inside
+     * each pixel's row, reading x across its channels, ran 3-6x slower on 1x1 filters: a
+     * line of x a read.) */
+    __global float *out = row + (long)(n * Ho + ho) * Wo * ld;
+    for (int c = 0; c < C; ++c) {
+        const __global float *xc = xn + (long)c * H * W;
+        for (int r = 0; r < R; ++r) {
+            const int ih = ho * stride_h - pad_h + r * dil_h;
+            const bool row_ok = ih >= 0 && ih < H;
+            const __global float *xr = xc + (long)ih * W;
+            for (int s = 0; s < S; ++s) {
+                __global float *o = out + (c * R + r) * S + s;
+                const int w0 = s * dil_w - pad_w;
+                int wlo = Wo, whi = Wo;
+                if (row_ok)
+                    inside_columns(w0, W, Wo, stride_w, &wlo, &whi);
+                for (int wo = 0; wo < wlo; ++wo)
+                    o[wo * ld] = 0.0f;
+                for (int wo = wlo; wo < whi; ++wo)
+                    o[wo * ld] = xr[w0 + wo * stride_w];
+                for (int wo = whi; wo < Wo; ++wo)
+                    o[wo * ld] = 0.0f;
             }
         }
     }
