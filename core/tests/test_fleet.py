@@ -96,7 +96,12 @@ def test_find_records_equal_a_serial_runs(fleet, serial_handle, tmp_path, handle
             assert ours[sid][1] == theirs[sid][1]          # workspace
             assert 0 < ours[sid][2] < math.inf and 1 <= ours[sid][3] <= 2
     # every task's own work lies between its submission and its merge
-    assert len(report.timings) == len(PROBLEMS) + 1         # and one describe
+    # one describe, one compile ahead (submitted before the finds), one find a problem
+    assert len(report.timings) == len(PROBLEMS) + 2
+    compiles = [t for t in report.timings if "-compile-" in t["id"]]
+    finds = [t for t in report.timings if "-find-" in t["id"]]
+    assert len(compiles) == 1 and len(finds) == len(PROBLEMS)
+    assert compiles[0]["submitted"] <= min(t["submitted"] for t in finds)
     assert all(t["submitted"] <= t["started"] <= t["ended"] <= t["merged"]
                for t in report.timings)
 

@@ -35,6 +35,19 @@ TIME_LIMIT_S = 1800.0
 PROBE_CHUNK = 25
 
 
+def _compile_ahead(run, res: str, keys: list[str], workspace_limit: int | None,
+                   search: bool = False) -> list:
+    """The task, first in ``res``'s queue, that compiles the programs of ``keys`` on a
+    worker of the device several at once (``jobs_worker._compile``) before the tasks
+    that time them: none for fewer than two problems. The tasks are run in order per
+    device, so with one worker a device's timings all find their programs built; a
+    second worker of the device starts timing at once and compiles what it needs."""
+    if len(keys) < 2:
+        return []
+    return [run.task(res, "compile", f"compile {len(keys)} problems", compile=keys,
+                     workspace_limit=workspace_limit, search=search)]
+
+
 def find(problems, cluster=None, devices=None, iterations: int = 5,
          time_cap_ms: float = 1000.0, workspace_limit: int | None = None,
          search: bool = True, store=None, allow_tf32: bool = False, resume: bool = True,
@@ -68,6 +81,8 @@ def find(problems, cluster=None, devices=None, iterations: int = 5,
             todo = [p for p in problems if p.key not in done]
             run.report.skipped[res] = len(problems) - len(todo)
             perf = merge.perf_rows(run.store, run.keys(res), [p.key for p in todo])
+            tasks += _compile_ahead(run, res, [p.key for p in todo], workspace_limit,
+                                    search)
             tasks += [run.task(res, "find", p.key, problems=[p.key], iterations=iterations,
                                time_cap_ms=time_cap_ms, workspace_limit=workspace_limit,
                                search=search, perf=[r for r in perf if r[0] == p.key])
@@ -150,6 +165,8 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
             cal, digest = run.shared(calibration_of(run.store, keys))
             perf = merge.perf_rows(run.store, keys, [p.key for p in problems])
             finds = run.finds_done(res, problems, workspace_limit) if resume else {}
+            tasks += _compile_ahead(run, res, [p.key for p in problems
+                                               if p.key not in finds], workspace_limit)
             skipped = 0
             for p in problems:
                 done = finds.get(p.key)
