@@ -30,7 +30,7 @@ demo: setup
 	$(BIN)/wticonv solvers
 	$(BIN)/wticonv bench resnet50 -n $(DEMO_N)
 
-# PyTorch for wticonv.torch's tests (core/tests/test_torch.py), installed by `make test`
+# PyTorch for wticonv.torch's tests (core/tests/test_torch*.py), installed by `make test`
 # only: `make demo` needs none of it. TORCH is the requirement (2.13.0: the CPU wheel this
 # project's machines and CI keep in /opt/wheels; elsewhere pip downloads it, a CUDA build of
 # some GB on Linux x86_64: `make test TORCH=` skips it, and the torch tests skip).

@@ -2,7 +2,7 @@
 
 :func:`resnet18_from_nn` has torchvision's ResNet-18 layout (the same convolutions, batch
 norms and shapes), so ``benchmarks/torch_train_step.py`` and the resnet18 test of
-``core/tests/test_torch.py`` run where torchvision cannot be installed.
+``core/tests/test_torch_training.py`` run where torchvision cannot be installed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Gradient errors of ResNet-18 (N=2) through wticonv.torch and through torch's own FP32
 convolutions, each against a float64 copy of the model: the noise floor the test's
-tolerance is set from (core/tests/test_torch.py::test_resnet18_matches_torch).
+tolerance is set from (core/tests/test_torch_training.py::test_resnet18_matches_torch).
 
     python benchmarks/torch_resnet18_errors.py [--device cpu|gpu] [--per-call]
 

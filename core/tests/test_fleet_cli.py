@@ -3,13 +3,34 @@ find on a local cluster (resumed the second time), ``wticonv worker --print``.""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import sys
 
 import pytest
 from wticonv.cli import main
 
 KEY = "4-8-8-3x3-4-8-8-1-1x1-1x1-1x1-0-NCHW-FP32-F"
+
+
+@contextlib.contextmanager
+def _scheduler_and_worker(distributed):
+    """A local Dask scheduler without workers of its own, a client of it, and ``wticonv
+    worker SCHEDULER --device cpu`` started in a subprocess (its stderr piped) and joined:
+    ``(scheduler, client, proc)``. The worker is killed if it does not join; the body
+    ends it otherwise (or closing the scheduler at the end of the block does)."""
+    with distributed.LocalCluster(n_workers=0, dashboard_address=None) as scheduler, \
+            distributed.Client(scheduler) as client:
+        proc = subprocess.Popen([sys.executable, "-m", "wticonv", "worker",
+                                 scheduler.scheduler_address, "--device", "cpu"],
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            client.wait_for_workers(1, timeout=120)
+        except BaseException:
+            proc.kill()
+            raise
+        yield scheduler, client, proc
 
 
 @pytest.mark.parametrize("argv", [["find", KEY, "--cluster"],
@@ -78,7 +99,6 @@ def test_worker_print_gives_dask_worker_lines_with_the_device_resource(capsys, h
 def test_wticonv_worker_serves_a_scheduler_until_ctrl_c(tmp_path, handle, monkeypatch):
     distributed = pytest.importorskip("distributed")
     import signal
-    import subprocess
 
     from wticonv import ConvProblem
     from wticonv.db.store import Store
@@ -87,13 +107,8 @@ def test_wticonv_worker_serves_a_scheduler_until_ctrl_c(tmp_path, handle, monkey
 
     monkeypatch.setenv("WTICONV_DISABLE_SOLVERS", ",".join(
         s for s in handle.registry.ids() if s != "direct.naive"))
-    with distributed.LocalCluster(n_workers=0, dashboard_address=None) as scheduler, \
-            distributed.Client(scheduler) as client:
-        proc = subprocess.Popen([sys.executable, "-m", "wticonv", "worker",
-                                 scheduler.scheduler_address, "--device", "cpu"],
-                                stderr=subprocess.PIPE, text=True)
+    with _scheduler_and_worker(distributed) as (scheduler, client, proc):
         try:
-            client.wait_for_workers(1, timeout=120)
             (worker,) = client.scheduler_info()["workers"].values()
             assert worker["name"].endswith("-cpu-" + handle.device.info.index.replace(":",
                                                                                       "."))
@@ -207,18 +222,9 @@ def test_failures_refused_workers_and_progress_name_the_device(capsys):
 
 def test_wticonv_worker_says_when_its_scheduler_goes_away(handle):
     distributed = pytest.importorskip("distributed")
-    import subprocess
 
-    with distributed.LocalCluster(n_workers=0, dashboard_address=None) as scheduler, \
-            distributed.Client(scheduler) as client:
-        proc = subprocess.Popen([sys.executable, "-m", "wticonv", "worker",
-                                 scheduler.scheduler_address, "--device", "cpu"],
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            client.wait_for_workers(1, timeout=120)
-        except BaseException:
-            proc.kill()
-            raise
+    with _scheduler_and_worker(distributed) as (scheduler, _, proc):
+        pass                                             # the worker joined; close them
     rc = proc.wait(timeout=60)                           # the scheduler closed: it ends
     err = proc.stderr.read()
     assert rc == 2, err[-2000:]

@@ -1,15 +1,14 @@
-"""wticonv.torch: the custom op, Conv2d, replace_convs, against PyTorch's own convolutions.
+"""wticonv.torch's ops against PyTorch's own convolutions: every direction and its
+autograd, torch.library.opcheck, the fake implementations, dtypes and casts, memory
+layouts, host copies. Conv2d and replace_convs: test_torch_modules.py; threads, profiles,
+training and whole models: test_torch_training.py.
 
-Skipped without torch (``pip install "wticonv[torch]"``; ``make setup`` installs it). The
-resnet18 test needs torchvision too, and the CUDA test a CUDA device.
+Skipped without torch (``pip install "wticonv[torch]"``; ``make test`` installs it). The
+CUDA test needs a CUDA device.
 """
 
 from __future__ import annotations
 
-import copy
-import threading
-
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,7 +16,6 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 import wticonv  # noqa: E402
 import wticonv.torch as wt  # noqa: E402
-from torch import nn  # noqa: E402
 from wticonv.problem.reference import rms_range  # noqa: E402
 from wticonv.torch.functional import pads  # noqa: E402
 
@@ -44,7 +42,6 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-# (x shape, w shape, stride, padding, dilation, groups): the edge shapes of the kit.
 CASES = {
     "3x3": ((2, 3, 7, 9), (4, 3, 3, 3), 1, 1, 1, 1),
     "stride2": ((2, 4, 9, 8), (6, 4, 3, 3), 2, 1, 1, 1),
@@ -239,108 +236,6 @@ def test_fakes_refuse_what_the_ops_refuse(case):
     assert errors[0] == errors[1]
 
 
-def test_errors_name_the_layer():
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 5))
-    report = wt.replace_convs(model)
-    assert report.replaced == ["0", "2"]
-    with pytest.raises(wt.LayerInputError, match=r"layer '2' \(forward\).*ProblemError") as e:
-        model(torch.randn(1, 3, 6, 6))          # layer 2 gets 4x4 pictures: too small
-    assert isinstance(e.value, RuntimeError) and isinstance(e.value, ValueError)
-    assert e.value.layer == "2" and isinstance(e.value.__cause__, wticonv.ProblemError)
-    with pytest.raises(RuntimeError, match=r"layer '0'.*channels"):
-        model(torch.randn(1, 2, 9, 9))
-
-
-class _MyConv(nn.Conv2d):
-    pass
-
-
-def test_replace_convs_reports_and_shares_parameters():
-    shared = nn.Conv2d(4, 4, 3, padding=1)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), shared, nn.ReLU(), shared,
-                          nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect"),
-                          _MyConv(4, 4, 1), nn.Conv2d(4, 2, 1).double(),
-                          wt.Conv2d(2, 2, 1))
-    ref = {k: v.clone() for k, v in model.state_dict().items()}
-    params = list(model.parameters())
-    report = wt.replace_convs(model)
-    # the module at 1 and 3 is one module: both names listed, counted once
-    assert report.replaced == ["0", "1", "3", "4"] and report.count == 3
-    assert report.shared == {"3": "1"}
-    assert set(report.left) == {"5", "6"}
-    assert "subclass" in report.left["5"] and "float64" in report.left["6"]
-    assert report.already == ["7"]
-    assert model[1] is model[3] and isinstance(model[1], wt.Conv2d)
-    assert model[1].wticonv_name == "1"
-    assert type(model[5]) is _MyConv and type(model[6]) is nn.Conv2d
-    assert list(model.parameters()) == params     # the same Parameter objects
-    assert model.state_dict().keys() == ref.keys()
-    text = str(report)
-    assert "3 replaced, 2 left alone, 1 already" in text
-    assert "one module at 2 places: 1, 3 (errors name it '1')" in text
-    again = wt.replace_convs(model)
-    assert again.already == ["0", "1", "3", "4", "7"] and again.shared == {"3": "1"}
-    assert again.count == 0 and "0 replaced, 2 left alone, 4 already" in str(again)
-    assert wt.replace_convs(nn.Conv2d(1, 1, 1)).left[""].startswith("the model itself")
-
-
-def test_replace_convs_names_a_module_shared_inside_two_containers():
-    block = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.ReLU())
-    left = _MyConv(2, 2, 1)
-    model = nn.Sequential(block, block, left, left)
-    report = wt.replace_convs(model)
-    assert report.replaced == ["0.0", "1.0"] and report.count == 1
-    assert list(report.left) == ["2", "3"] and report.left["3"] == report.left["2"]
-    assert report.shared == {"1.0": "0.0", "3": "2"}
-    assert model[0][0] is model[1][0] and isinstance(model[0][0], wt.Conv2d)
-    assert "1 replaced, 1 left alone, 0 already" in str(report)
-
-
-@pytest.mark.parametrize("kwargs", [
-    dict(padding="same"), dict(padding="valid", bias=False), dict(padding=(2, 1), stride=2),
-    dict(padding=1, padding_mode="reflect"), dict(padding=(1, 2), padding_mode="circular"),
-    dict(padding=1, padding_mode="replicate", dilation=2, groups=2)])
-def test_conv2d_is_a_drop_in(kwargs):
-    torch.manual_seed(0)
-    ref = nn.Conv2d(4, 6, 3, **kwargs)
-    ours = wt.Conv2d(4, 6, 3, name="dropin", **kwargs)
-    assert ours.state_dict().keys() == ref.state_dict().keys()
-    ours.load_state_dict(ref.state_dict())
-    x = torch.randn(2, 4, 9, 8, requires_grad=True)
-    y_ref, y = ref(x), ours(x)
-    assert y.shape == y_ref.shape
-    assert rms_range(y.detach().numpy(), y_ref.detach().numpy()) < 1e-5
-    dy = torch.randn_like(y)
-    g_ref = torch.autograd.grad(y_ref, [x, *ref.parameters()], dy)
-    g = torch.autograd.grad(y, [x, *ours.parameters()], dy)
-    for a, b in zip(g, g_ref, strict=True):
-        assert rms_range(a.numpy(), b.numpy()) < 1e-5
-
-
-def test_arguments_are_checked_when_given():
-    """Not at the first forward, where a bad handle= or cast= used to surface."""
-    with pytest.raises(wticonv.ArgumentError, match=r"Conv2d\(handle=...\).*not a wticonv"):
-        wt.Conv2d(1, 1, 1, handle=42)
-    with pytest.raises(wticonv.ArgumentError, match=r"Conv2d\(cast='no'\).*True or False"):
-        wt.Conv2d(1, 1, 1, cast="no")
-    with pytest.raises(wticonv.ArgumentError, match="name must be a str"):
-        wt.Conv2d(1, 1, 1, name=3)
-    model = nn.Sequential(nn.Conv2d(1, 1, 1))
-    with pytest.raises(wticonv.ArgumentError, match=r"replace_convs\(handle=...\): handle="):
-        wt.replace_convs(model, handle="gpu")
-    with pytest.raises(wticonv.ArgumentError, match=r"replace_convs\(cast=1\)"):
-        wt.replace_convs(model, cast=1)
-    assert type(model[0]) is nn.Conv2d               # the model was not changed
-    conv = wt.Conv2d(1, 1, 1)
-    with pytest.raises(wticonv.ArgumentError, match="wticonv_handle"):
-        conv.wticonv_handle = "gpu"
-    h = wt.thread_handle()
-    conv.wticonv_handle = h
-    assert conv.wticonv_handle is h and conv._wticonv_hid == h.uid
-    with pytest.raises(wt.LayerInputError, match="cast='no' must be True or False"):
-        wt.conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 1, 1), cast="no")
-
-
 def test_double_backward_matches_torch():
     """A gradient penalty: the gradient ops' own gradients are the three ops again."""
     g = torch.Generator().manual_seed(11)
@@ -368,171 +263,6 @@ def test_channels_last_in_channels_last_out():
         assert y.stride() == ref.stride()
         assert rms_range(y.numpy(), ref.numpy()) < 1e-5
     assert wt.conv2d(x.to(memory_format=cl), w).is_contiguous(memory_format=cl)
-
-
-def test_selection_is_ranked_once_per_shape(monkeypatch):
-    import wticonv.handle as handle_mod
-
-    calls = []
-    real = handle_mod.select
-
-    def counting(registry, problem, *a, **kw):
-        calls.append(problem.key)
-        return real(registry, problem, *a, **kw)
-
-    monkeypatch.setattr(handle_mod, "select", counting)
-    h = wticonv.Handle(wt.thread_handle().device, zero_copy=True)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, 2))
-    wt.replace_convs(model, handle=h)
-    x = torch.randn(2, 3, 8, 8, requires_grad=True)
-    counts = []
-    for _ in range(3):
-        model(x).sum().backward()
-        counts.append(len(calls))
-    # 2 layers x 3 directions (the first layer's bwd: x requires grad), ranked in step 1
-    assert counts == [6, 6, 6] and len(set(calls)) == 6
-
-
-def test_one_handle_per_thread():
-    seen = {}
-
-    def work(i):
-        seen[i] = (wt.thread_handle(), wt.thread_handle())
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    (a1, a2), (b1, b2) = seen[0], seen[1]
-    assert a1 is a2 and b1 is b2 and a1 is not b1
-    assert a1.device is b1.device and a1.zero_copy
-    with pytest.raises(wt.LayerInputError, match="not a wticonv.Handle"):
-        wt.conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 1, 1), handle="gpu")
-
-
-def test_profile_splits_the_time():
-    x = torch.randn(2, 3, 16, 16, requires_grad=True)
-    conv = wt.Conv2d(3, 8, 3, padding=1)
-    with wt.profile() as t:
-        conv(x).sum().backward()
-    assert t.calls == {"fwd": 1, "bwd": 1, "wrw": 1}
-    assert t.kernel_ms > 0 and t.copy_ms == 0.0
-    assert t.total_ms >= t.kernel_ms and t.host_ms == pytest.approx(t.total_ms - t.kernel_ms)
-
-
-def test_profile_counts_convolutions_of_other_threads():
-    """PyTorch runs the backward of CUDA tensors on its own thread: a profile opened in
-    the training loop's thread counts the convolutions of every thread."""
-    x, w = torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3)
-    with wt.profile() as t:
-        worker = threading.Thread(target=lambda: wt.conv2d(x, w, padding=1))
-        worker.start()
-        worker.join()
-    assert t.calls == {"fwd": 1, "bwd": 0, "wrw": 0} and t.total_ms > 0
-
-
-class _SmallCNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU(),
-            nn.Conv2d(16, 16, 1), nn.ReLU())
-        self.head = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.head(self.features(x).mean((2, 3)))
-
-
-def _train(model, data, labels, steps):
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for i in range(steps):
-        j = i % len(data)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(data[j]), labels[j])
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return np.array(losses)
-
-
-@pytest.mark.slow
-def test_small_cnn_trains_as_with_torch_convs():
-    """100 SGD steps from the same weights, torch's convolutions against wticonv's.
-
-    Tolerance: every convolution of wticonv and oneDNN is float32 with rms_range
-    differences of about 1e-7 to 1e-6 (each sums in its own order); 100 steps of SGD with
-    momentum carry them forward and grow them slowly (measured on the 2-core CPU: at most
-    5.2e-5 relative on the loss, at step ~90 where the loss is small, and 6e-6 on the
-    weights). 1e-3 allows 20 times the loss's and 160 times the weights' and still fails on
-    any real error: a wrong or missing gradient changes the loss curve by percents within
-    a few steps.
-    """
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(0)
-    # learnable: the class is the input channel with a raised mean (class 3: none)
-    labels = [torch.randint(0, 4, (8,), generator=g) for _ in range(4)]
-    data = [torch.randn(8, 3, 12, 12, generator=g)
-            + F.one_hot(y, 4)[:, :3, None, None].float() for y in labels]
-    ref = _SmallCNN()
-    ours = _SmallCNN()
-    ours.load_state_dict(ref.state_dict())
-    assert wt.replace_convs(ours).count == 4
-    loss_ref = _train(ref, data, labels, 100)
-    loss_ours = _train(ours, data, labels, 100)
-    assert loss_ref[-10:].mean() < 0.3 * loss_ref[:4].mean()      # it learned (1.42 -> 0.17)
-    rel = np.abs(loss_ours - loss_ref) / np.abs(loss_ref)
-    assert rel.max() < 1e-3, f"loss curves differ by {rel.max():.2e} (step {rel.argmax()})"
-    for (name, a), b in zip(ours.state_dict().items(), ref.state_dict().values(),
-                                strict=True):
-        err = ((a - b).norm() / b.norm()).item()
-        assert err < 1e-3, f"{name}: relative difference {err:.2e}"
-
-
-def _resnet18():
-    """torchvision's resnet18 (no weights), or where torchvision is missing the same
-    network built from torch.nn (benchmarks/models.py)."""
-    try:
-        import torchvision
-    except ImportError:
-        import sys
-        from pathlib import Path
-
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-        from models import resnet18_from_nn
-
-        return resnet18_from_nn(torch.nn)
-    return torchvision.models.resnet18(weights=None)
-
-
-def test_resnet18_matches_torch():
-    """ResNet-18, N=2, in eval mode: the output and every parameter's gradient against
-    torch's own FP32 convolutions.
-
-    Eval mode, because in training mode batch norm over two images makes the gradients
-    jump under any rounding: a random relative change of 1.5e-6 in one convolution's
-    output (Winograd F(4x4, 3x3)'s rounding, within the solvers' declared tolerance)
-    moved the gradients of torch's own FP32 model by up to 1.1e-2 (rms over norm, against
-    float64), and by 1.1e-6 in eval mode (benchmarks/torch_resnet18_errors.py measures
-    ours and torch's against float64). Bounds: 1e-4 (rms_range) for the output and the
-    gradients, 100x the FP32 rounding seen in eval mode, and far below a wrong result."""
-    torch.manual_seed(0)
-    ref = _resnet18().eval()
-    ours = copy.deepcopy(ref)
-    report = wt.replace_convs(ours)
-    assert report.count == 20 and not report.left
-    x = torch.randn(2, 3, 224, 224)
-    y_ref, y = ref(x), ours(x)
-    assert rms_range(y.detach().numpy(), y_ref.detach().numpy()) < 1e-4
-    dy = torch.randn_like(y)
-    y_ref.backward(dy)
-    y.backward(dy)
-    for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
-        err = rms_range(p.grad.numpy(), q.grad.numpy())
-        assert err < 1e-4, f"{name}: gradient rms_range {err:.2e}"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

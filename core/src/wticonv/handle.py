@@ -6,35 +6,32 @@ convolutions; the NumPy API uses a default one (:func:`get_handle`).
 
 from __future__ import annotations
 
-import itertools
 import threading
 import warnings
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
 
+# Handle.compute's NumPy path and the registry of handles live in modules of their own;
+# their names stay importable from here (the private ones re-exported as themselves).
+from wticonv._handle_compute import _host_empty as _host_empty
+from wticonv._handle_compute import compute_on_host
+from wticonv._handle_registry import _by_uid as _by_uid
+from wticonv._handle_registry import _uids as _uids
+from wticonv._handle_registry import default_handle, handle_by_uid, register
 from wticonv.contract.answers import math_allowed
 from wticonv.contract.registry import SolverRegistry
 from wticonv.errors import (
     ArgumentError,
     DeviceMemoryError,
-    HostMemoryError,
     KernelBuildError,
     ProblemError,
     SolverRunError,
     SolverWarning,
-    TensorError,
 )
 from wticonv.problem.conv import ConvProblem, parse_key
-from wticonv.problem.tensors import (
-    OUTPUT_TENSOR,
-    ConvTensors,
-    as_float32,
-    as_tensors,
-    check_buffers,
-)
+from wticonv.problem.tensors import ConvTensors, as_float32, as_tensors, check_buffers
 from wticonv.runtime.device import Device, check_not_forked, select_device
 from wticonv.selection.ranking import (
     Selection,
@@ -45,11 +42,6 @@ from wticonv.selection.ranking import (
 )
 
 __all__ = ["Handle", "RunResult", "get_handle", "handle_by_uid"]
-
-#: Source of :attr:`Handle.uid` (``next()`` on a count is atomic under the GIL).
-_uids = itertools.count(1)
-#: Every live handle by its uid; weak, so that a handle nobody holds is freed.
-_by_uid: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
 
 
 @dataclass
@@ -206,8 +198,7 @@ class Handle:
         self._set_aside: dict[tuple[ConvProblem, str], str] = {}
         self._workspace = None
         self._workspace_bytes = 0
-        self.uid = next(_uids)
-        _by_uid[self.uid] = self
+        self.uid = register(self)
 
     def __repr__(self) -> str:
         return f"<Handle {self.device!r} solvers={self.registry.ids()}>"
@@ -447,88 +438,13 @@ class Handle:
         DeviceError
             In a forked child (:func:`wticonv.runtime.forks.check_not_forked`).
         """
-        dev = self.device
-        check_not_forked(dev)
-        p = _problem(problem)
-        shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
-        out_name = OUTPUT_TENSOR[p.direction]
-        given = {"x": x, "w": w, "y": y}
-        arrays = {}
-        for name, shape in shapes.items():
-            dev.check_alloc(4 * int(np.prod(shape)), f"tensor {name} {shape}")
-            if name == out_name:
-                continue
-            a = given[name]
-            if a is None:
-                raise TensorError(f"{p.direction} of {p.key} needs the array {name} of shape "
-                                  f"{shape}")
-            try:
-                a = as_float32(a, f"array {name}", ndim=None)
-            except MemoryError:
-                nbytes = 4 * int(np.prod(shape))
-                raise HostMemoryError(f"the host cannot hold a float32 copy of array {name} "
-                                      f"{shape} of {p.key} ({nbytes} bytes); use a smaller "
-                                      "batch, or pass float32 C-contiguous arrays (they are "
-                                      "not copied)") from None
-            if a.shape != shape:
-                raise TensorError(f"array {name} must have shape {shape} for {p.key}; got "
-                                  f"shape {a.shape}")
-            arrays[name] = a
-        bufs = {}
-        shared = self.zero_copy and getattr(dev, "host_unified_memory", False)
-        out = None
-        try:
-            for name, shape in shapes.items():
-                if name == out_name and shared:
-                    out = _host_empty(shape, f"the result {name}", p)
-                    bufs[name] = dev.wrap(out, f"tensor {name}", writable=True)
-                elif name == out_name:
-                    bufs[name] = dev.alloc(4 * int(np.prod(shape)), f"tensor {name}")
-                elif shared and arrays[name].flags.writeable:   # pyopencl needs writeable
-                    bufs[name] = dev.wrap(arrays[name], f"tensor {name}")
-                else:
-                    bufs[name] = dev.upload(arrays[name], f"tensor {name}")
-            self.run(p, ConvTensors(bufs["x"], bufs["w"], bufs["y"]),
-                     workspace_limit=workspace_limit, solver=solver, perf_config=perf_config,
-                     allow_tf32=allow_tf32)
-            if out is not None:
-                dev.sync_host(bufs[out_name], out)
-                return out
-            return dev.download(bufs[out_name], shapes[out_name])
-        finally:
-            for b in bufs.values():
-                if b is not None:
-                    b.release()
-
-
-def _host_empty(shape, what: str, p: ConvProblem) -> np.ndarray:
-    """A new float32 array of ``shape`` (HostMemoryError if the host cannot hold it)."""
-    try:
-        return np.empty(shape, np.float32)
-    except MemoryError:
-        raise HostMemoryError(f"the host cannot hold {what} {shape} of {p.key} "
-                              f"({4 * int(np.prod(shape))} bytes)") from None
-
-
-def handle_by_uid(uid: int) -> Handle | None:
-    """The live handle whose :attr:`Handle.uid` is ``uid``, or None (no such handle, or it
-    was freed: the lookup holds no reference)."""
-    return _by_uid.get(uid)
-
-
-_default_handle: Handle | None = None
-_default_lock = threading.Lock()
+        check_not_forked(self.device)
+        # as_float32 passed as this module names it, looked up at each call: replacing
+        # wticonv.handle.as_float32 reaches the conversion (tests/test_kernel_faults.py)
+        return compute_on_host(self, _problem(problem), {"x": x, "w": w, "y": y},
+                               as_float32, workspace_limit, solver, perf_config, allow_tf32)
 
 
 def get_handle(device: Device | str | None = None) -> Handle:
     """The default handle (created on first use), or a new one for another ``device``."""
-    global _default_handle
-    with _default_lock:
-        if device is None:
-            if _default_handle is None:
-                _default_handle = Handle()
-            return _default_handle
-        if (_default_handle is not None and isinstance(device, Device)
-                and device is _default_handle.device):
-            return _default_handle
-        return Handle(device)
+    return default_handle(Handle, device)

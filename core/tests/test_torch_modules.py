@@ -1,0 +1,143 @@
+"""wticonv.torch's modules: Conv2d as a drop-in for torch.nn.Conv2d, replace_convs and
+its report, the layer an error names, arguments checked when given, a model's layers
+ranked once per shape. The ops: test_torch.py; threads, profiles, training and whole
+models: test_torch_training.py.
+
+Skipped without torch (``pip install "wticonv[torch]"``; ``make test`` installs it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import wticonv  # noqa: E402
+import wticonv.torch as wt  # noqa: E402
+from torch import nn  # noqa: E402
+from wticonv.problem.reference import rms_range  # noqa: E402
+
+
+def test_errors_name_the_layer():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 5))
+    report = wt.replace_convs(model)
+    assert report.replaced == ["0", "2"]
+    with pytest.raises(wt.LayerInputError, match=r"layer '2' \(forward\).*ProblemError") as e:
+        model(torch.randn(1, 3, 6, 6))          # layer 2 gets 4x4 pictures: too small
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value, ValueError)
+    assert e.value.layer == "2" and isinstance(e.value.__cause__, wticonv.ProblemError)
+    with pytest.raises(RuntimeError, match=r"layer '0'.*channels"):
+        model(torch.randn(1, 2, 9, 9))
+
+
+class _MyConv(nn.Conv2d):
+    pass
+
+
+def test_replace_convs_reports_and_shares_parameters():
+    shared = nn.Conv2d(4, 4, 3, padding=1)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), shared, nn.ReLU(), shared,
+                          nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect"),
+                          _MyConv(4, 4, 1), nn.Conv2d(4, 2, 1).double(),
+                          wt.Conv2d(2, 2, 1))
+    ref = {k: v.clone() for k, v in model.state_dict().items()}
+    params = list(model.parameters())
+    report = wt.replace_convs(model)
+    # the module at 1 and 3 is one module: both names listed, counted once
+    assert report.replaced == ["0", "1", "3", "4"] and report.count == 3
+    assert report.shared == {"3": "1"}
+    assert set(report.left) == {"5", "6"}
+    assert "subclass" in report.left["5"] and "float64" in report.left["6"]
+    assert report.already == ["7"]
+    assert model[1] is model[3] and isinstance(model[1], wt.Conv2d)
+    assert model[1].wticonv_name == "1"
+    assert type(model[5]) is _MyConv and type(model[6]) is nn.Conv2d
+    assert list(model.parameters()) == params     # the same Parameter objects
+    assert model.state_dict().keys() == ref.keys()
+    text = str(report)
+    assert "3 replaced, 2 left alone, 1 already" in text
+    assert "one module at 2 places: 1, 3 (errors name it '1')" in text
+    again = wt.replace_convs(model)
+    assert again.already == ["0", "1", "3", "4", "7"] and again.shared == {"3": "1"}
+    assert again.count == 0 and "0 replaced, 2 left alone, 4 already" in str(again)
+    assert wt.replace_convs(nn.Conv2d(1, 1, 1)).left[""].startswith("the model itself")
+
+
+def test_replace_convs_names_a_module_shared_inside_two_containers():
+    block = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.ReLU())
+    left = _MyConv(2, 2, 1)
+    model = nn.Sequential(block, block, left, left)
+    report = wt.replace_convs(model)
+    assert report.replaced == ["0.0", "1.0"] and report.count == 1
+    assert list(report.left) == ["2", "3"] and report.left["3"] == report.left["2"]
+    assert report.shared == {"1.0": "0.0", "3": "2"}
+    assert model[0][0] is model[1][0] and isinstance(model[0][0], wt.Conv2d)
+    assert "1 replaced, 1 left alone, 0 already" in str(report)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(padding="same"), dict(padding="valid", bias=False), dict(padding=(2, 1), stride=2),
+    dict(padding=1, padding_mode="reflect"), dict(padding=(1, 2), padding_mode="circular"),
+    dict(padding=1, padding_mode="replicate", dilation=2, groups=2)])
+def test_conv2d_is_a_drop_in(kwargs):
+    torch.manual_seed(0)
+    ref = nn.Conv2d(4, 6, 3, **kwargs)
+    ours = wt.Conv2d(4, 6, 3, name="dropin", **kwargs)
+    assert ours.state_dict().keys() == ref.state_dict().keys()
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 4, 9, 8, requires_grad=True)
+    y_ref, y = ref(x), ours(x)
+    assert y.shape == y_ref.shape
+    assert rms_range(y.detach().numpy(), y_ref.detach().numpy()) < 1e-5
+    dy = torch.randn_like(y)
+    g_ref = torch.autograd.grad(y_ref, [x, *ref.parameters()], dy)
+    g = torch.autograd.grad(y, [x, *ours.parameters()], dy)
+    for a, b in zip(g, g_ref, strict=True):
+        assert rms_range(a.numpy(), b.numpy()) < 1e-5
+
+
+def test_arguments_are_checked_when_given():
+    """Not at the first forward, where a bad handle= or cast= used to surface."""
+    with pytest.raises(wticonv.ArgumentError, match=r"Conv2d\(handle=...\).*not a wticonv"):
+        wt.Conv2d(1, 1, 1, handle=42)
+    with pytest.raises(wticonv.ArgumentError, match=r"Conv2d\(cast='no'\).*True or False"):
+        wt.Conv2d(1, 1, 1, cast="no")
+    with pytest.raises(wticonv.ArgumentError, match="name must be a str"):
+        wt.Conv2d(1, 1, 1, name=3)
+    model = nn.Sequential(nn.Conv2d(1, 1, 1))
+    with pytest.raises(wticonv.ArgumentError, match=r"replace_convs\(handle=...\): handle="):
+        wt.replace_convs(model, handle="gpu")
+    with pytest.raises(wticonv.ArgumentError, match=r"replace_convs\(cast=1\)"):
+        wt.replace_convs(model, cast=1)
+    assert type(model[0]) is nn.Conv2d               # the model was not changed
+    conv = wt.Conv2d(1, 1, 1)
+    with pytest.raises(wticonv.ArgumentError, match="wticonv_handle"):
+        conv.wticonv_handle = "gpu"
+    h = wt.thread_handle()
+    conv.wticonv_handle = h
+    assert conv.wticonv_handle is h and conv._wticonv_hid == h.uid
+    with pytest.raises(wt.LayerInputError, match="cast='no' must be True or False"):
+        wt.conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 1, 1), cast="no")
+
+
+def test_selection_is_ranked_once_per_shape(monkeypatch):
+    import wticonv.handle as handle_mod
+
+    calls = []
+    real = handle_mod.select
+
+    def counting(registry, problem, *a, **kw):
+        calls.append(problem.key)
+        return real(registry, problem, *a, **kw)
+
+    monkeypatch.setattr(handle_mod, "select", counting)
+    h = wticonv.Handle(wt.thread_handle().device, zero_copy=True)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, 2))
+    wt.replace_convs(model, handle=h)
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    counts = []
+    for _ in range(3):
+        model(x).sum().backward()
+        counts.append(len(calls))
+    # 2 layers x 3 directions (the first layer's bwd: x requires grad), ranked in step 1
+    assert counts == [6, 6, 6] and len(set(calls)) == 6
