@@ -2,12 +2,13 @@
 
 :func:`resnet18_from_nn` has torchvision's ResNet-18 layout (the same convolutions, batch
 norms and shapes), so ``benchmarks/torch_train_step.py`` and the resnet18 test of
-``core/tests/test_torch_training.py`` run where torchvision cannot be installed.
+``core/tests/test_torch_training.py`` run where torchvision cannot be installed;
+:func:`without_kinks` makes a network's gradients move smoothly with its activations.
 """
 
 from __future__ import annotations
 
-__all__ = ["resnet18_from_nn"]
+__all__ = ["resnet18_from_nn", "without_kinks"]
 
 
 def resnet18_from_nn(nn):
@@ -39,3 +40,22 @@ def resnet18_from_nn(nn):
         nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
         nn.MaxPool2d(3, 2, 1), *stages, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
         nn.Linear(512, 1000))
+
+
+def without_kinks(model, nn):
+    """``model`` with every ``nn.ReLU`` made ``nn.SiLU`` and every ``nn.MaxPool2d`` an
+    ``nn.AvgPool2d`` of the same window, in place (the convolutions as they were), and
+    returned. A ReLU or a max pool sends the gradient down another path wherever a value
+    lies within rounding of zero or of its window's maximum, so two FP32 runs that differ
+    only in rounding can have gradients that differ by far more than the rounding;
+    without the kinks the gradients differ in proportion (core/tests/
+    test_torch_training.py::test_resnet18_matches_torch gives the measurements)."""
+    for name, child in list(model.named_children()):
+        if isinstance(child, nn.ReLU):
+            setattr(model, name, nn.SiLU())
+        elif isinstance(child, nn.MaxPool2d):
+            setattr(model, name, nn.AvgPool2d(child.kernel_size, child.stride,
+                                              child.padding))
+        else:
+            without_kinks(child, nn)
+    return model

@@ -20,7 +20,6 @@ import json
 import sys
 
 import numpy as np
-
 import wticonv
 from wticonv.problem.reference import reference, rms_range
 from wticonv.workloads.networks import load_network

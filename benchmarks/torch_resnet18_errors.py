@@ -27,6 +27,9 @@ def main(argv=None) -> int:
     ap.add_argument("-n", type=int, default=2)
     ap.add_argument("--train", action="store_true",
                     help="batch norm in training mode (default: eval, as the test)")
+    ap.add_argument("--without-kinks", action="store_true",
+                    help="ReLU -> SiLU, max pool -> average pool (models.without_kinks), "
+                         "as the test compares gradients")
     ap.add_argument("--per-call", action="store_true",
                     help="check each convolution call against float64 as it runs")
     ap.add_argument("--poison-workspace", action="store_true",
@@ -52,6 +55,10 @@ def main(argv=None) -> int:
 
         print("torchvision is not installed: ResNet-18 built from torch.nn")
         ref = resnet18_from_nn(torch.nn)
+    if args.without_kinks:
+        from models import without_kinks
+
+        without_kinks(ref, torch.nn)
     f64 = copy.deepcopy(ref).double()
     ref.train(args.train)
     f64.train(args.train)

@@ -122,24 +122,38 @@ def test_small_cnn_trains_as_with_torch_convs():
         assert err < 1e-3, f"{name}: relative difference {err:.2e}"
 
 
+def _models():
+    """benchmarks/models.py (torch.nn-only networks and model helpers)."""
+    import sys
+    from pathlib import Path
+
+    path = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import models
+
+    return models
+
+
 def _resnet18():
     """torchvision's resnet18 (no weights), or where torchvision is missing the same
     network built from torch.nn (benchmarks/models.py)."""
     try:
         import torchvision
     except ImportError:
-        import sys
-        from pathlib import Path
-
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-        from models import resnet18_from_nn
-
-        return resnet18_from_nn(torch.nn)
+        return _models().resnet18_from_nn(torch.nn)
     return torchvision.models.resnet18(weights=None)
 
 
+def _replaced(ref):
+    ours = copy.deepcopy(ref)
+    report = wt.replace_convs(ours)
+    assert report.count == 20 and not report.left
+    return ours
+
+
 def test_resnet18_matches_torch():
-    """ResNet-18, N=2, in eval mode: the output and every parameter's gradient against
+    """ResNet-18, N=2, in eval mode: the output, and every parameter's gradient, against
     torch's own FP32 convolutions.
 
     Eval mode, because in training mode batch norm over two images makes the gradients
@@ -147,16 +161,29 @@ def test_resnet18_matches_torch():
     output (Winograd F(4x4, 3x3)'s rounding, within the solvers' declared tolerance)
     moved the gradients of torch's own FP32 model by up to 1.1e-2 (rms over norm, against
     float64), and by 1.1e-6 in eval mode (benchmarks/torch_resnet18_errors.py measures
-    ours and torch's against float64). Bounds: 1e-4 (rms_range) for the output and the
-    gradients, 100x the FP32 rounding seen in eval mode, and far below a wrong result."""
+    ours and torch's against float64).
+
+    The gradients are compared on the same network with its kinks smoothed (ReLU ->
+    SiLU, max pool -> average pool; every convolution as it was). A ReLU or a max pool
+    turns an FP32 rounding difference into a different gradient path wherever a value
+    lies within the rounding of zero or of its window's maximum: relative noise of 1e-6
+    added to every convolution output (within the declared tolerance of 1e-5) moved the
+    gradients of the ReLU network by up to 2.5e-4 (3 of 4 seeds above 5e-5), and 1e-5
+    moved those of the smoothed network by 2e-6 at most. On the H100 the ReLU network's
+    gradients differed by up to 1.1e-3 though every one of its 59 convolution calls was
+    within 3e-7 of float64 (torch_resnet18_errors.py --per-call, docs/pytorch.md).
+    Bounds: 1e-4 (rms_range) for the output and the gradients, 50x the smoothed
+    network's response to 1e-5 noise, and far below a wrong result."""
     torch.manual_seed(0)
     ref = _resnet18().eval()
-    ours = copy.deepcopy(ref)
-    report = wt.replace_convs(ours)
-    assert report.count == 20 and not report.left
+    ours = _replaced(ref)
     x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        y_ref, y = ref(x), ours(x)
+    assert rms_range(y.numpy(), y_ref.numpy()) < 1e-4
+    ref = _models().without_kinks(ref, torch.nn)
+    ours = _replaced(ref)
     y_ref, y = ref(x), ours(x)
-    assert rms_range(y.detach().numpy(), y_ref.detach().numpy()) < 1e-4
     dy = torch.randn_like(y)
     y_ref.backward(dy)
     y.backward(dy)
