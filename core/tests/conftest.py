@@ -14,9 +14,15 @@ core's tests run from it too.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# The test modules import their shared helper modules (db_transfer_helpers.py) by name:
+# with --import-mode=importlib no test folder is on sys.path, so this one is put there.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parents[1]       # core/ (or the unpacked sdist)
 os.environ.setdefault("WTICONV_CACHE_DIR", str(ROOT / ".cache" / "wticonv-tests"))
@@ -76,8 +82,8 @@ def own_store(tmp_path, handle):
     """A fresh store under ``tmp_path`` that already knows the devices' figures (so nothing
     is measured again) but holds no find-db, perf-db or calibration records, unlike the
     shared test store other tests rank with."""
-    from wticonv.runtime.device import list_devices
     from wticonv.db.store import Store
+    from wticonv.runtime.device import list_devices
 
     store = Store(tmp_path)
     store.copy_device_records(handle.device.store, [info.key for info, _ in list_devices()])

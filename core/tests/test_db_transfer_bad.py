@@ -7,33 +7,11 @@ Stores are temporary; no device is opened and nothing is compiled.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
-from wticonv.db.store import Store
-from wticonv.db.transfer import FORMAT, import_db, read_db
-from wticonv.errors import DbFileError
-
-
-def _load(name: str):
-    """``core/tests/<name>.py``, loaded once by its path: the tests run with
-    ``--import-mode=importlib``, which puts no test folder on ``sys.path`` (as
-    tests/test_oclgrind.py loads its helpers)."""
-    if name not in sys.modules:
-        path = Path(__file__).with_name(f"{name}.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_load("db_transfer_helpers")
-from db_transfer_helpers import (  # noqa: E402
+from db_transfer_helpers import (  # core/tests: conftest.py puts it on sys.path
     BAD,
     CPU,
     GOOD,
@@ -44,6 +22,9 @@ from db_transfer_helpers import (  # noqa: E402
     _file,
     _rec,
 )
+from wticonv.db.store import Store
+from wticonv.db.transfer import FORMAT, import_db, read_db
+from wticonv.errors import DbFileError
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
