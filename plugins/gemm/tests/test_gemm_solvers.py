@@ -48,6 +48,11 @@ EDGE = {
     "prime sizes, stride 2": P(2, 17, 23, 19, 29, 5, 3, pad_h=2, pad_w=1, stride_h=2,
                                stride_w=2),
     "1x1 stride 2": P(2, 24, 15, 13, 40, 1, 1, stride_h=2, stride_w=2),
+    # the CPU column buffer's 8-wide stride-2 copy, its row ends and scalar tails
+    "stride 2 on wide odd rows": P(2, 3, 9, 41, 5, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                                   stride_w=2),
+    "7x7 stride 2, pad 3, wide rows": P(1, 2, 11, 50, 4, 7, 7, pad_h=3, pad_w=3,
+                                        stride_h=2, stride_w=2),
     "1x1 stride 2x1": P(2, 8, 9, 11, 16, 1, 1, stride_h=2),
     "1x1 on a 5x5 picture (columns cross images)": P(5, 48, 5, 5, 40, 1, 1),
     "1x1 on a 2x3 picture": P(7, 16, 2, 3, 24, 1, 1),

@@ -174,10 +174,13 @@ def _chunk_args(p, src: str, dst: str, n0: int, nc: int, ld: int | None = None) 
 #: the device's bandwidth: im2row_cpu (a transposition: one buffer row per output pixel)
 #: ran 2.1-4.8x its traffic's time (median 2.8) on eight backward-weights layers of
 #: ResNet-50 (N=8) and ShuffleNet-v2 (N=4) with 7x7 and 14x14 pictures, and im2col_cpu
-#: 1.9-2.2x on three stride-2 forward layers (x read every other element), 1.0-1.3x at
-#: stride 1 (2-core Xeon, 25 GB/s measured, each pass timed alone, best of 5).
+#: 1.0-1.3x at stride 1 (2-core Xeon, 25 GB/s measured, each pass timed alone, best of
+#: 5). At stride 2 im2col_cpu ran 2.2-2.4x reading x element by element, and 1.4-1.8x
+#: (median 1.7) since it takes 8 outputs from the even lanes of one 16-wide load
+#: (ResNet-50's conv1 and two 3x3 stride-2 layers at N=8, two runs each, the same day:
+#: benchmarks/col_pass_times.py).
 ROW_PASS_FACTOR = 2.8
-STRIDED_COL_PASS_FACTOR = 2.0
+STRIDED_COL_PASS_FACTOR = 1.7
 
 
 def _im2col(p, kind: str, n0: int, nc: int) -> Launch:

@@ -94,6 +94,14 @@ __kernel void im2col_cpu(__global const float *restrict x, __global float *restr
         if (stride_w == 1) {
             for (int wo = wlo; wo < whi; ++wo)
                 o[wo] = xr[wo];
+        } else if (stride_w == 2) {
+            /* 8 outputs from one 16-wide load (its even lanes) while the load stays inside
+             * the row: the element-by-element gather ran at half the stride-1 copy's rate */
+            int wo = wlo;
+            for (; wo + 8 <= whi && w0 + 2 * wo + 16 <= W; wo += 8)
+                vstore8(vload16(0, xr + 2 * wo).even, 0, o + wo);
+            for (; wo < whi; ++wo)
+                o[wo] = xr[2 * wo];
         } else {
             for (int wo = wlo; wo < whi; ++wo)
                 o[wo] = xr[wo * stride_w];
