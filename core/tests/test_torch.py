@@ -176,10 +176,18 @@ def test_cast_refuses_what_it_cannot_compute_and_mixed_dtypes():
     for cast in (False, True):
         with pytest.raises(wt.LayerInputError,
                            match=r"input is torch.float32 but weight is torch.float64.*one "
-                                 r"dtype.*weight.to\(input.dtype\)"):
+                                 r"dtype.*weight.float\(\)"):
             wt.conv2d(x, w.double(), cast=cast)
         with pytest.raises(wt.LayerInputError, match="but bias is torch.float16"):
             wt.conv2d(x, w, torch.zeros(3, dtype=torch.float16), cast=cast)
+    # a layer's float32 weight and an integer or float64 input: convert the input
+    for dtype in (torch.int32, torch.uint8, torch.float64):
+        with pytest.raises(wt.LayerInputError, match=rf"input is {dtype} but weight is "
+                                                     r"torch.float32.*\(x.float\(\)\)"):
+            wt.Conv2d(2, 3, 3, name="c")(torch.ones(1, 2, 5, 5, dtype=dtype))
+    with pytest.raises(wt.LayerInputError, match="bias must be a tensor of K elements or "
+                                                 "None, got list"):
+        wt.conv2d(x, w, [0.0] * 3)
     # what cast=True takes: computed in float32, returned in the input's dtype
     for dtype, bound in ((torch.float16, 2e-3), (torch.bfloat16, 1e-2), (torch.float64, 1e-6)):
         xd, wd = x.to(dtype), w.to(dtype)

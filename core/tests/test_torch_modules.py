@@ -141,3 +141,29 @@ def test_selection_is_ranked_once_per_shape(monkeypatch):
         counts.append(len(calls))
     # 2 layers x 3 directions (the first layer's bwd: x requires grad), ranked in step 1
     assert counts == [6, 6, 6] and len(set(calls)) == 6
+
+
+def test_integer_likes_and_one_tuples_as_torch_takes_them():
+    """NumPy integers and 1-tuples, which torch.nn.Conv2d and F.conv2d take, work too."""
+    import numpy as np
+
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, 9, 9)
+    ref = torch.nn.Conv2d(3, 4, 3, stride=np.int64(2), padding=np.int64(1))
+    ours = wt.Conv2d(3, 4, 3, stride=np.int64(2), padding=np.int64(1))
+    ours.load_state_dict(ref.state_dict())
+    assert torch.allclose(ours(x), ref(x), atol=1e-5)
+    w = torch.randn(4, 1, 3, 3)
+    got = wt.conv2d(x[:, :1], w, padding=(1,), stride=(np.int32(1),), groups=np.int64(1))
+    want = torch.nn.functional.conv2d(x[:, :1], w, padding=(1,))
+    assert got.shape == want.shape == (2, 4, 9, 9)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_replace_convs_names_unnamed_wticonv_layers_by_their_path():
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3),
+                            torch.nn.Sequential(wt.Conv2d(8, 8, 3)))
+    report = wt.replace_convs(m)
+    assert report.already == ["1.0"] and m[1][0].wticonv_name == "1.0"
+    with pytest.raises(wt.LayerInputError, match="layer '1.0'"):
+        m(torch.randn(1, 3, 4, 4))                 # 2x2 after the first: too small

@@ -9,6 +9,7 @@ tensors). ``torch.fx.symbolic_trace`` records that one as one call (it is regist
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -24,12 +25,33 @@ from wticonv.torch.tensors import check_castable, check_dtypes
 __all__ = ["conv2d", "conv2d_by_id", "pads"]
 
 
+def _index(v):
+    """``v`` as an int if torch would take it as one (an int, a NumPy integer, a 0-d
+    integer tensor: anything with ``__index__``, not a bool), else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
+def _ints(value, lengths: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``value`` as a tuple of ints of one of ``lengths``, or None."""
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) in lengths:
+        out = tuple(_index(v) for v in value)
+        if None not in out:
+            return out
+    return None
+
+
 def _pair(value, name: str, layer: str) -> tuple[int, int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value, value
-    if isinstance(value, Sequence) and len(value) == 2 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return int(value[0]), int(value[1])
+    one = _index(value)
+    if one is not None:
+        return one, one
+    pair = _ints(value, (1, 2))
+    if pair is not None:
+        return (pair[0], pair[0]) if len(pair) == 1 else pair
     raise input_error(f"{name}={value!r} must be an int or a pair of ints (height, width)",
                       layer)
 
@@ -56,10 +78,8 @@ def pads(padding, kernel: tuple[int, int], stride: tuple[int, int],
             return th // 2, tw // 2, th - th // 2, tw - tw // 2
         raise input_error(f"padding={padding!r} is unknown: use 'valid', 'same', an int, "
                           "(pad_h, pad_w) or (top, left, bottom, right)", layer)
-    if isinstance(padding, Sequence) and len(padding) == 4 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in padding):
-        out = tuple(int(v) for v in padding)
-    else:
+    out = _ints(padding, (4,))
+    if out is None:
         ph, pw = _pair(padding, "padding", layer)
         out = (ph, pw, ph, pw)
     if min(out) < 0:
@@ -144,8 +164,13 @@ def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
         raise input_error(f"input and weight must be tensors, got {type(input).__name__} "
                           f"and {type(weight).__name__}", layer)
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+    if bias is not None and not isinstance(bias, torch.Tensor):
+        raise input_error(f"bias must be a tensor of K elements or None, got "
+                          f"{type(bias).__name__}", layer)
+    g = _index(groups)
+    if g is None or g < 1:
         raise input_error(f"groups={groups!r} must be a positive int", layer)
+    groups = g
     unbatched = input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)

@@ -286,6 +286,8 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
                 continue
             first[id(child)] = name
             if isinstance(child, Conv2d):
+                if not child.wticonv_name:         # built unnamed: errors name its path
+                    child.wticonv_name = name
                 report.already.append(name)
                 continue
             why = _refusal(child, cast)

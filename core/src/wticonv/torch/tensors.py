@@ -86,11 +86,16 @@ def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
             check_castable(t, what, layer)
     for what, t in tensors[1:]:
         if t.dtype != input.dtype:
+            if t.dtype == torch.float32:
+                fix = "convert the input (x.float())"
+            elif input.dtype == torch.float32:
+                fix = f"convert the {what} ({what}.float()) or the model (model.float())"
+            else:
+                fix = ("convert both to float32 (x.float(), model.float()), or one to the "
+                       "other's floating dtype and pass cast=True")
             raise input_error(f"input is {input.dtype} but {what} is {t.dtype}: a "
                               "convolution's tensors need one dtype (torch.nn.functional."
-                              f"conv2d raises too); convert the {what} "
-                              f"({what}.to(input.dtype)) or the model (model.float(), "
-                              "model.double())", layer)
+                              f"conv2d raises too); {fix}", layer)
     for what, t in tensors:
         if cast:
             if t.layout != torch.strided:
