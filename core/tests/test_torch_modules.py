@@ -167,3 +167,10 @@ def test_replace_convs_names_unnamed_wticonv_layers_by_their_path():
     assert report.already == ["1.0"] and m[1][0].wticonv_name == "1.0"
     with pytest.raises(wt.LayerInputError, match="layer '1.0'"):
         m(torch.randn(1, 3, 4, 4))                 # 2x2 after the first: too small
+
+
+def test_conv2d_refuses_four_paddings_as_torch_does():
+    for mode in ("zeros", "reflect"):
+        with pytest.raises(ValueError, match=r"padding=\(0, 1, 2, 3\).*wticonv.torch.conv2d "
+                                             r"takes \(top, left, bottom, right\)"):
+            wt.Conv2d(4, 6, 3, padding=(0, 1, 2, 3), padding_mode=mode)

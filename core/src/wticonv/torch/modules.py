@@ -44,7 +44,8 @@ class Conv2d(nn.Conv2d):
     Raises
     ------
     ValueError
-        As :class:`torch.nn.Conv2d` (e.g. an unknown ``padding_mode``).
+        As :class:`torch.nn.Conv2d` (e.g. an unknown ``padding_mode``), and a
+        ``padding`` of four values (which only :func:`wticonv.torch.conv2d` takes).
     ArgumentError (a ValueError)
         ``handle`` is not a :class:`wticonv.Handle`, ``cast`` not a bool, ``name`` not a
         str.
@@ -66,6 +67,10 @@ class Conv2d(nn.Conv2d):
                  name: str = "", **kwargs) -> None:
         _check_options(handle, cast, name)
         super().__init__(*args, **kwargs)
+        if not isinstance(self.padding, str) and len(self.padding) != 2:
+            raise ValueError(f"padding={self.padding!r}: Conv2d takes an int, a pair "
+                             "(pad_h, pad_w), 'valid' or 'same', as torch.nn.Conv2d; "
+                             "wticonv.torch.conv2d takes (top, left, bottom, right)")
         self._set_wticonv(handle, cast, name)
 
     def _set_wticonv(self, handle: Handle | None, cast: bool, name: str) -> None:
