@@ -51,6 +51,22 @@ def test_profile_splits_the_time():
     assert t.total_ms >= t.kernel_ms and t.host_ms == pytest.approx(t.total_ms - t.kernel_ms)
 
 
+def test_profile_counts_layout_and_dtype_copies():
+    """The NCHW copy of a channels_last input, the result's conversion back and
+    cast=True's casts are copies: counted in copy_ms (and the wall time), not calls."""
+    conv = wt.Conv2d(16, 16, 1)
+    x = torch.randn(8, 16, 32, 32).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad(), wt.profile() as t:
+        y = conv(x)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert t.calls["fwd"] == 1 and 0 < t.copy_ms < t.total_ms
+    conv64 = wt.Conv2d(16, 16, 1, cast=True).double()
+    with torch.no_grad(), wt.profile() as t64:
+        y64 = conv64(torch.randn(8, 16, 32, 32, dtype=torch.float64))
+    assert y64.dtype == torch.float64
+    assert t64.calls["fwd"] == 1 and 0 < t64.copy_ms < t64.total_ms
+
+
 def test_profile_counts_convolutions_of_other_threads():
     """PyTorch runs the backward of CUDA tensors on its own thread: a profile opened in
     the training loop's thread counts the convolutions of every thread."""

@@ -16,6 +16,7 @@ import torch
 
 from wticonv.errors import WticonvError
 from wticonv.handle import Handle
+from wticonv.torch import timing
 from wticonv.torch.errors import input_error, layer_error
 from wticonv.torch.handles import handle_id
 from wticonv.torch.ops import conv2d_op
@@ -191,13 +192,21 @@ def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
                       bias_shape=None if bias is None else bias.shape)
     dtype = input.dtype
     channels_last = _channels_last(input) or _channels_last(weight)
+    # (torch.compile traces this function: no lock, no clock inside its graphs)
+    profiling = not torch.compiler.is_compiling() and bool(timing.active())
+    t0 = timing.now() if profiling else 0.0
     if cast:
         input, weight = input.float(), weight.float()
         bias = None if bias is None else bias.float()
+    if profiling and cast:
+        timing.add_copy(timing.now() - t0)
     y = conv2d_op(input, weight, bias, list(st), list(pad), list(dil), groups, layer,
                   handle_id)
+    t0 = timing.now() if profiling else 0.0
     if channels_last:
         y = y.contiguous(memory_format=torch.channels_last)
     if cast and y.dtype != dtype:
         y = y.to(dtype)
+    if profiling and (channels_last or cast):
+        timing.add_copy(timing.now() - t0)
     return y.squeeze(0) if unbatched else y

@@ -111,10 +111,15 @@ def _sync(device: torch.device) -> None:
 
 def to_host(t: torch.Tensor) -> tuple[np.ndarray, float]:
     """``t`` as a float32 NumPy array, and the seconds spent copying it to the host (0.0
-    for a CPU tensor: the array shares its memory)."""
+    for a contiguous CPU tensor: the array shares its memory; a non-contiguous one is
+    copied to NCHW, and that copy counted)."""
     t = t.detach()
     if t.device.type == "cpu":
-        return t.contiguous().numpy(), 0.0
+        if t.is_contiguous():
+            return t.numpy(), 0.0
+        t0 = timing.now()
+        host = t.contiguous()            # channels_last or strided: an NCHW copy
+        return host.numpy(), timing.now() - t0
     t0 = timing.now()
     _sync(t.device)
     host = t.to("cpu", copy=True).contiguous()

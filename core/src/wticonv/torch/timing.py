@@ -36,7 +36,10 @@ class ConvTimes:
     kernel_ms : float
         OpenCL kernel time (profiling events).
     copy_ms : float
-        Copies between the tensors' device and the host (0 for CPU tensors: none made).
+        Copies between the tensors' device and the host (none for contiguous float32 CPU
+        tensors), and the copies around the ops: the NCHW copy of a channels_last or
+        otherwise non-contiguous tensor, the result's conversion back to channels_last,
+        and ``cast=True``'s dtype casts.
     """
 
     calls: dict = field(default_factory=lambda: {"fwd": 0, "bwd": 0, "wrw": 0})
@@ -77,6 +80,15 @@ def add(direction: str, total_s: float, kernel_ms: float, copy_s: float) -> None
             t.calls[direction] += 1
             t.total_ms += total_s * 1e3
             t.kernel_ms += kernel_ms
+            t.copy_ms += copy_s * 1e3
+
+
+def add_copy(copy_s: float) -> None:
+    """Add a copy made around a call (a layout conversion or a dtype cast) to every open
+    record: to its wall time and its copies, not to its calls."""
+    with _lock:
+        for t in _open:
+            t.total_ms += copy_s * 1e3
             t.copy_ms += copy_s * 1e3
 
 
