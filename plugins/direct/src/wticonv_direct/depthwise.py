@@ -18,12 +18,14 @@ WTI model (fraction of ``device.peak_flops``, see docs/wti-models.md)::
 
     time = launches * overhead
            + max(bytes / (device.bandwidth * STREAMING[kind]),
-                 flops / (device.peak_flops * EFFICIENCY[kind]))
+                 flops / (device.peak_flops * efficiency))
     WTI  = flops / (device.peak_flops * time)
 
 where bytes (B) counts every element of x, w and y read or written once, plus the
 workspace written and read again, flops = ``problem.flops`` (2*N*K*Ho*Wo*R*S) and
-overhead the device's measured launch overhead (:func:`wticonv.runtime.kit.launch_overhead_s`).
+overhead the device's measured launch overhead (:func:`wticonv.runtime.kit.launch_overhead_s`);
+efficiency is ``EFFICIENCY["cpu"]`` on CPUs and, on GPUs, ``GPU_EFFICIENCY`` of the kernel
+the plan launches (the 3x3 kernels, the generic one, backward data at a stride).
 Backward weights on GPUs is bound by its loads of x instead, one per filter tap and dy
 element, the taps taken :data:`WRW_TAPS` at a time (the last group padded)::
 
@@ -39,8 +41,8 @@ from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind, progr
 
 from . import depthwise_plan
 
-__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "STREAMING", "WRW_EFFICIENCY", "WRW_TAPS",
-           "predicted_seconds"]
+__all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "GPU_EFFICIENCY", "STREAMING",
+           "WRW_EFFICIENCY", "WRW_TAPS", "predicted_seconds"]
 
 #: Fraction of the measured peak FP32 rate the kernels reach where arithmetic, not memory,
 #: limits them. CPU 0.16: measured on the 2-core AMD EPYC (Zen 5, AVX-512) through PoCL
@@ -50,11 +52,23 @@ __all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "STREAMING", "WRW_EFFICIEN
 #: 0.28, the generic and stride-2 kernels about half (docs/wti-models.md). GPU 0.25: not
 #: measured separately (memory limits every MobileNetV2 depthwise layer on the H200).
 EFFICIENCY = {"cpu": 0.16, "gpu": 0.25}
+#: Fraction of the peak FP32 rate each forward / backward-data kernel reaches on GPUs,
+#: counting ``problem.flops`` (2 N K Ho Wo R S). Fitted (least squares in log(measured /
+#: predicted), together with STREAMING["gpu"]) to the H200's 388 forward and backward-data
+#: runs of the corpus's development networks at N=1 and N=32 within 3x of the fastest
+#: solver (benchmarks/results/corpus-dev-*-h200.csv, 2026-12-05): the spread fell from
+#: 0.53 to 0.18 there, and on the test networks' runs from 0.86 to 0.11 (N=32) and 0.48 to
+#: 0.23 (N=1). The single 0.25 before it predicted 5x5 and 7x7 filters 2.4-3.5x too fast
+#: and backward data at stride 2 (dw_bwd_any, which visits every tap of every output) 2-4x.
+#: ``EFFICIENCY["gpu"]`` stays for a kernel this table lacks.
+GPU_EFFICIENCY = {"dw_fwd_3x3s1": 0.066, "dw_fwd_3x3s2": 0.05, "dw_fwd_any": 0.0245,
+                  "dw_bwd_any": 0.005}
 #: Fraction of the measured copy bandwidth (``device.bandwidth``) the kernels stream at.
-#: H200, MobileNetV2's depthwise layers forward at N=32 (benchmarks/direct_solvers.py):
-#: 0.78-2.3 TB/s of 4.1, 0.35 typical (the smallest layers, 7x7 and 14x14 pictures, the
-#: least); CPU: 15-45 GB/s at N=8 against a 40-72 GB/s copy, 0.5 typical.
-STREAMING = {"cpu": 0.5, "gpu": 0.35}
+#: GPU: fitted with GPU_EFFICIENCY (H200, 388 runs; before it 0.35, from MobileNetV2's
+#: depthwise layers forward at N=32, 0.78-2.3 TB/s of 4.1, when the arithmetic term was
+#: too optimistic to take its share); CPU: 15-45 GB/s at N=8 against a 40-72 GB/s copy,
+#: 0.5 typical.
+STREAMING = {"cpu": 0.5, "gpu": 0.63}
 #: Filter taps one pass of the backward-weights kernel accumulates (DIRECT_DW_WRW_TAPS in
 #: kernels/depthwise.cl).
 WRW_TAPS = 9
@@ -91,6 +105,9 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
     if p.direction == "wrw" and kind in WRW_EFFICIENCY:
         taps = -(-p.r * p.s // WRW_TAPS) * WRW_TAPS
         compute = 2 * p.n * p.k * p.ho * p.wo * taps / (peak * WRW_EFFICIENCY[kind])
+    elif kind == "gpu":
+        eff = GPU_EFFICIENCY.get(pl.launches[0].kernel, EFFICIENCY[kind])
+        compute = p.flops / (peak * eff)
     else:
         compute = p.flops / (peak * EFFICIENCY[kind])
     return len(pl.launches) * launch_overhead_s(device) + max(memory, compute)
