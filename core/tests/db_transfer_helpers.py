@@ -10,6 +10,7 @@ Not a test module: each of them loads it by its path (``_load``) and imports fro
 from __future__ import annotations
 
 import json
+from importlib.metadata import version as _dist_version
 
 from wticonv.db.schema import FIGURES_METHOD
 from wticonv.db.store import Store
@@ -20,8 +21,10 @@ CPU = "Portable Computing Language|pthread-haswell-Intel Xeon|3.1+debian"
 K1 = "64-56-56-3x3-64-56-56-16-1x1-1x1-1x1-0-NCHW-FP32-F"
 K2 = "8-9-9-3x3-4-9-9-2-1x1-1x1-1x1-0-NCHW-FP32-B"
 K3 = "1-8-8-1x1-1-8-8-1-0x0-1x1-1x1-0-NCHW-FP32-F"
-V = "0.2.0"        # the built-in solvers' version (wticonv-direct, -gemm, -winograd)
-VERSIONS = {"direct.naive": V, "direct.tiled": V, "gemm.im2col": V, "winograd.f2x3": V}
+V = _dist_version("wticonv-gemm")         # the installed built-in solvers' versions: a record
+VD = _dist_version("wticonv-direct")      # of another version would be set aside on import
+VW = _dist_version("wticonv-winograd")
+VERSIONS = {"direct.naive": VD, "direct.tiled": VD, "gemm.im2col": V, "winograd.f2x3": VW}
 TREES = {"base": 0.25, "depth": 2, "feature": [[0, 1, 1], [1, 0, 0]],
          "threshold": [[0.5, -1.25, 3.0], [2.0, 0.125, 1e300]],
          "value": [[-0.1, 0.2, 0.3, -0.4], [0.01, 0.02, 0.03, 0.04]]}
@@ -30,15 +33,15 @@ TREES = {"base": 0.25, "depth": 2, "feature": [[0, 1, 1], [1, 0, 0]],
 def fill(store: Store) -> None:
     """Records of every kind on two devices (a learned correction of each form)."""
     for dev, scale in ((GPU, 1.0), (CPU, 40.0)):
-        store.put_find_records(dev, K1, [("direct.naive", V, 0, 9.5 * scale, 3, 1),
+        store.put_find_records(dev, K1, [("direct.naive", VD, 0, 9.5 * scale, 3, 1),
                                          ("gemm.im2col", V, 1 << 20, 0.3 * scale, 5, 0)])
-        store.put_find_records(dev, K2, [("direct.tiled", V, 256, 0.0123 * scale, 5, 0)])
-        store.put_perf_record(dev, K1, "direct.tiled", V, "8x4/v4", 0.21 * scale, 0.33 * scale)
+        store.put_find_records(dev, K2, [("direct.tiled", VD, 256, 0.0123 * scale, 5, 0)])
+        store.put_perf_record(dev, K1, "direct.tiled", VD, "8x4/v4", 0.21 * scale, 0.33 * scale)
         store.put_calibration(dev, [("gemm.im2col", V, 0.8125 * scale, 40),
                                     ("gemm.im2col@fwd", V, 0.75, 12),
-                                    ("winograd.f2x3@wrw", V, 1.3, 7)])
+                                    ("winograd.f2x3@wrw", VW, 1.3, 7)])
         store.put_correction(dev, [("gemm.im2col", V, ("bias", "bwd"), [0.1, -0.2], 44),
-                                   ("winograd.f2x3", V, ("bias", "bwd"), TREES, 61)])
+                                   ("winograd.f2x3", VW, ("bias", "bwd"), TREES, 61)])
 
 
 def contents(store: Store) -> dict:
@@ -62,10 +65,12 @@ def _file(tmp_path, *records, header=None) -> str:
 
 def _rec(**change) -> str:
     rec = {"kind": "find-db", "device": GPU, "problem": K1, "solver": "direct.naive",
-           "direction": None, "solver_version": V,
+           "direction": None,
            "values": {"workspace": 0, "time_ms": 1.5, "runs": 3, "capped": False}}
     values = change.pop("values", {})
     rec.update(change)
+    # the installed version of the record's solver unless the change gives one
+    rec.setdefault("solver_version", VERSIONS.get(str(rec["solver"]).split("@")[0], V))
     rec["values"] = {**rec["values"], **values} if isinstance(values, dict) else values
     if rec["kind"] in OTHER_VALUES:       # another kind: its own values, as given
         rec["values"] = {**OTHER_VALUES[rec["kind"]],
@@ -88,7 +93,7 @@ BAD = {
                          "is inconsistent"),
     "bad solver id": (_rec(solver="Naive"), "is not a solver id"),
     "wrong solver version": (_rec(solver_version="0.0.9"),
-                             f"direct.naive 0.0.9 measured it, but {V} is installed"),
+                             f"direct.naive 0.0.9 measured it, but {VD} is installed"),
     "solver not installed": (_rec(solver="nope.never"), "nope.never is not installed"),
     "negative time": (_rec(values={"time_ms": -2.0}),
                       "values.time_ms = -2.0 must be a positive finite number of ms"),

@@ -20,6 +20,7 @@ from db_transfer_helpers import (  # core/tests: conftest.py puts it on sys.path
     K1,
     K2,
     TREES,
+    VD,
     VERSIONS,
     V,
     contents,
@@ -94,7 +95,7 @@ def test_header_and_sorted_lines(filled, tmp_path):
 def test_two_exports_differ_in_the_changed_lines_only(filled, tmp_path):
     before, after = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
     export_db(filled, before)
-    filled.put_perf_record(GPU, K2, "direct.tiled", V, "4x4/v1", 0.01, 0.02)
+    filled.put_perf_record(GPU, K2, "direct.tiled", VD, "4x4/v1", 0.01, 0.02)
     export_db(filled, after)
     diff = [d for d in difflib.unified_diff(before.read_text().splitlines()[1:],
                                             after.read_text().splitlines()[1:], lineterm="",
@@ -145,9 +146,9 @@ def test_import_replaces_what_the_measuring_commands_replace(filled, tmp_path):
     path = tmp_path / "gpu.jsonl"
     export_db(filled, path, devices=[GPU], kinds=["find-db", "calibration"])
     target = Store(tmp_path / "t")
-    target.put_find_records(GPU, K1, [("direct.tiled", V, 0, 0.5, 3, 0)])   # replaced
+    target.put_find_records(GPU, K1, [("direct.tiled", VD, 0, 0.5, 3, 0)])   # replaced
     target.put_find_records(GPU, "1-8-8-1x1-1-8-8-1-0x0-1x1-1x1-0-NCHW-FP32-F",
-                            [("direct.naive", V, 0, 0.5, 3, 0)])            # kept
+                            [("direct.naive", VD, 0, 0.5, 3, 0)])            # kept
     target.put_correction(GPU, [("gemm.im2col", V, ("bias",), [3.0], 9)])  # half of a fit
     import_db(target, path, VERSIONS)
     assert set(target.get_find_records(GPU, K1)) == {"direct.naive", "gemm.im2col"}
@@ -161,7 +162,8 @@ def test_the_python_api_and_the_device_filter(filled, tmp_path):
     wticonv.export_db(path, store=filled)
     fresh = Store(tmp_path / "b")
     versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
-    assert all(versions[s] == V for s in VERSIONS)      # the records' solvers are installed
+    # the records' solvers are installed, at the records' versions
+    assert all(versions[s] == v for s, v in VERSIONS.items())
     result = wticonv.import_db(path, devices=[CPU], store=fresh)
     assert result["devices"] == [CPU] and result["skipped"] == 9
     assert contents(fresh)[CPU] == contents(filled)[CPU]
@@ -189,8 +191,8 @@ def test_skip_bad_leaves_out_a_whole_calibration_and_a_whole_find_db_problem(fil
                      lambda r: r["values"].update(runs=0))
     path.write_text("\n".join(lines) + "\n")
     target = Store(tmp_path / "t")
-    target.put_calibration(GPU, [("direct.naive", V, 2.0, 9)])            # kept whole
-    target.put_find_records(GPU, K1, [("direct.tiled", V, 0, 0.5, 3, 0)])  # kept whole
+    target.put_calibration(GPU, [("direct.naive", VD, 2.0, 9)])            # kept whole
+    target.put_find_records(GPU, K1, [("direct.tiled", VD, 0, 0.5, 3, 0)])  # kept whole
     with pytest.raises(DbFileError) as e:
         import_db(target, path, VERSIONS)
     assert e.value.good == 9 - 2 - 4 - 1                   # 9 records, 2 bad, 5 left out
@@ -200,7 +202,7 @@ def test_skip_bad_leaves_out_a_whole_calibration_and_a_whole_find_db_problem(fil
         (f"the find-db records of {K1} on {GPU}", 1, [bad_find])])
     assert result["records"] == {"find-db": 1, "perf-db": 1, "calibration": 0,
                                  "correction": 0}
-    assert target.get_calibration(GPU) == {"direct.naive": (V, 2.0)}
+    assert target.get_calibration(GPU) == {"direct.naive": (VD, 2.0)}
     assert target.get_correction(GPU) == {}
     assert set(target.get_find_records(GPU, K1)) == {"direct.tiled"}
     assert set(target.get_find_records(GPU, K2)) == {"direct.tiled"}
