@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import torch.nn.functional as F  # noqa: E402
 import wticonv  # noqa: E402
 import wticonv.torch as wt  # noqa: E402
 from torch import nn  # noqa: E402
@@ -174,3 +175,42 @@ def test_conv2d_refuses_four_paddings_as_torch_does():
         with pytest.raises(ValueError, match=r"padding=\(0, 1, 2, 3\).*wticonv.torch.conv2d "
                                              r"takes \(top, left, bottom, right\)"):
             wt.Conv2d(4, 6, 3, padding=(0, 1, 2, 3), padding_mode=mode)
+
+
+def test_replace_convs_again_with_cast_sets_it_on_wticonv_layers():
+    """A model replaced, then converted with .half(): the error says how to allow it, and
+    replace_convs(model, cast=True) again does (it used to leave wticonv layers as they
+    were, and the error came back)."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3))
+    wt.replace_convs(model)
+    model.half()
+    x = torch.randn(1, 3, 5, 5).half()
+    with pytest.raises(wt.LayerInputError, match=r"layer.wticonv_cast = True") as e:
+        model(x)
+    assert "layer '0'" in str(e.value)
+    report = wt.replace_convs(model, cast=True)
+    assert report.already == ["0"] and report.count == 0 and model[0].wticonv_cast
+    y = model(x)
+    assert y.dtype == torch.float16 and y.shape == (1, 4, 3, 3)
+    ref = F.conv2d(x.float(), model[0].weight.float(), model[0].bias.float())
+    assert rms_range(y.detach().float().numpy(), ref.detach().numpy()) < 1e-3   # float16
+    assert "cast=True" in repr(model[0]) and "name='0'" in repr(model[0])
+
+
+def test_a_shared_module_is_one_of_count_and_each_of_its_names_replaced():
+    conv = nn.Conv2d(2, 2, 1)
+    model = nn.Module()
+    model.a, model.b, model.c = conv, conv, nn.Conv2d(2, 2, 1)
+    report = wt.replace_convs(model)
+    assert report.count == 2 and sorted(report.replaced) == ["a", "b", "c"]
+    assert report.shared == {"b": "a"}
+
+
+def test_tensors_on_different_devices_are_refused_naming_both():
+    """torch.nn.functional.conv2d refuses an input and a weight on different devices;
+    so does wticonv (it used to copy each to the host on its own and run). No second
+    device is needed to check it: the meta device stands in for one."""
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3, device="meta")
+    with pytest.raises(wt.LayerInputError, match=r"input is on cpu but weight is on meta.*"
+                                                  r"model.to\('cpu'\)"):
+        wt.conv2d(x, w, layer="stem")

@@ -78,6 +78,39 @@ def test_profile_counts_convolutions_of_other_threads():
     assert t.calls == {"fwd": 1, "bwd": 0, "wrw": 0} and t.total_ms > 0
 
 
+def test_nested_and_concurrent_profiles_each_count_every_call():
+    """Open scopes are told apart by identity, not by their (possibly equal) times: an
+    inner or another thread's scope that closes leaves the others open and counting."""
+    x, w = torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3)
+    with wt.profile() as outer:
+        with wt.profile() as inner:
+            pass                                # closes holding the same (zero) times
+        wt.conv2d(x, w)
+        wt.conv2d(x, w)
+        opened, release = threading.Event(), threading.Event()
+        seen = {}
+
+        def other():
+            with wt.profile() as t:
+                opened.set()
+                release.wait(10)
+            seen["t"] = t
+
+        worker = threading.Thread(target=other)
+        worker.start()
+        opened.wait(10)
+        wt.conv2d(x, w)                         # counted by both open scopes
+        release.set()
+        worker.join()
+        wt.conv2d(x, w)
+    assert inner.calls == {"fwd": 0, "bwd": 0, "wrw": 0}
+    assert outer.calls == {"fwd": 4, "bwd": 0, "wrw": 0}
+    assert seen["t"].calls == {"fwd": 1, "bwd": 0, "wrw": 0}
+    from wticonv.torch import timing
+
+    assert timing.active() == []
+
+
 class _SmallCNN(nn.Module):
     def __init__(self):
         super().__init__()

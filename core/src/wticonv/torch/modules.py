@@ -146,7 +146,14 @@ class Conv2d(nn.Conv2d):
                                        self.wticonv_name, self._wticonv_hid)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + ", wticonv=True"
+        extra = ", wticonv=True"
+        if self.wticonv_name:
+            extra += f", name={self.wticonv_name!r}"
+        if self.wticonv_cast:
+            extra += ", cast=True"
+        if self.wticonv_handle is not None:
+            extra += ", handle=set"
+        return super().extra_repr() + extra
 
 
 def _handle_id(handle, what: str) -> int:
@@ -195,6 +202,9 @@ class ReplaceReport:
     shared : dict
         Name -> the first name of the same module, for every name but the first of a
         module found at several places.
+
+    ``count`` counts modules, ``len(replaced)`` names: a module at three places is one
+    of ``count`` and three of ``replaced``.
     """
 
     replaced: list[str] = field(default_factory=list)
@@ -247,9 +257,11 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
     ----------
     model : torch.nn.Module
     handle : wticonv.Handle, optional
-        For every replaced layer; by default the calling thread's.
+        For every replaced layer; by default the calling thread's. Given, the layers
+        that were wticonv's already take it too.
     cast : bool
-        See :class:`Conv2d`.
+        See :class:`Conv2d`. True: the layers that were wticonv's already take it too (a
+        model replaced earlier, then converted with ``.half()`` or ``.double()``).
 
     Returns
     -------
@@ -293,6 +305,10 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
             if isinstance(child, Conv2d):
                 if not child.wticonv_name:         # built unnamed: errors name its path
                     child.wticonv_name = name
+                if cast:                           # asked for again: the layer takes it
+                    child.wticonv_cast = True
+                if handle is not None:
+                    child.wticonv_handle = handle
                 report.already.append(name)
                 continue
             why = _refusal(child, cast)

@@ -44,9 +44,11 @@ def check_float32(t: torch.Tensor, what: str, layer: str, direction: str = "fwd"
         return
     if t.dtype in CASTABLE:
         raise input_error(f"{what} is {t.dtype}; wticonv computes in float32: pass "
-                          "cast=True (wticonv.torch.conv2d, Conv2d, replace_convs) to "
-                          "compute in float32 and cast the result back, or convert the "
-                          "model with .float()", layer, direction)
+                          "cast=True (wticonv.torch.conv2d, Conv2d, replace_convs; on a "
+                          "wticonv layer already built: layer.wticonv_cast = True, or "
+                          "replace_convs(model, cast=True) again) to compute in float32 "
+                          "and cast the result back, or convert the model with .float()",
+                          layer, direction)
     raise input_error(f"{what} is {t.dtype}; wticonv convolves float32 tensors (and float16, "
                       "bfloat16, float64 with cast=True), not complex, integer or bool ones: "
                       f"convert it ({what}.float())", layer, direction)
@@ -68,19 +70,25 @@ def check_castable(t: torch.Tensor, what: str, layer: str) -> None:
 
 def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                  cast: bool, layer: str) -> None:
-    """The dtypes of a forward call: one floating dtype for input, weight and bias (as
-    :func:`torch.nn.functional.conv2d` requires), float32 unless ``cast``, and with
-    ``cast`` one of :data:`CASTABLE`.
+    """The devices and dtypes of a forward call: one device and one floating dtype for
+    input, weight and bias (as :func:`torch.nn.functional.conv2d` requires), float32
+    unless ``cast``, and with ``cast`` one of :data:`CASTABLE`.
 
     Raises
     ------
     LayerInputError
-        A dtype ``cast=True`` cannot compute (complex, integer, bool), tensors of different
-        dtypes (torch raises a RuntimeError for them too), a dtype other than float32
-        without ``cast``, or a layout other than strided.
+        Tensors on different devices, a dtype ``cast=True`` cannot compute (complex,
+        integer, bool), tensors of different dtypes (torch raises a RuntimeError for both
+        too), a dtype other than float32 without ``cast``, or a layout other than strided.
     """
     tensors = [("input", input), ("weight", weight)] + (
         [("bias", bias)] if bias is not None else [])
+    for what, t in tensors[1:]:
+        if t.device != input.device:
+            raise input_error(f"input is on {input.device} but {what} is on {t.device}: a "
+                              "convolution's tensors need one device (torch.nn.functional."
+                              f"conv2d raises too); move the model (model.to('{input.device}'))"
+                              " or the input", layer)
     if cast:
         for what, t in tensors:
             check_castable(t, what, layer)

@@ -23,7 +23,7 @@ _lock = threading.Lock()
 _open: list = []              # the open records, of every thread
 
 
-@dataclass
+@dataclass(eq=False)      # records are told apart by identity: two may hold the same times
 class ConvTimes:
     """Times of the convolutions run inside :func:`profile`, in ms.
 
