@@ -12,6 +12,15 @@ your own cache is left as it is; --cache DIR uses that one instead):
     wticonv db export plugins/sysdb/src/wticonv_sysdb/NAME.jsonl --device DEVICE \\
         --kind calibration --kind correction [--match PATTERN] --comment "..."
 
+Without the device, ``--refit CAL.csv ...`` refits a calibration from probes a device
+measured earlier (files of `wticonv calibrate --csv`, one device) with this checkout's
+models, as calibrate fits them, and exports it for the device key given as DEVICE: after
+a WTI model changes (and the solvers' version with it), a shipped calibration is remade
+without measuring again, where the kernels the probes timed are unchanged:
+
+    .venv/bin/python tools/make_system_db.py 'NVIDIA CUDA|NVIDIA H100 80GB HBM3|580.159.04' \
+        --refit a/calibrate.csv b/calibrate.csv --name nvidia-h100-80gb-hbm3
+
 NAME and PATTERN default by device: a PoCL CPU device gives ``pocl-<LLVM target>-<driver>``
 and the pattern ``<platform>|<driver>-<LLVM target>-*|<driver version>`` (every CPU model
 that PoCL compiles for the same target, under the same PoCL version: docs/fleet.md says
@@ -87,6 +96,55 @@ def defaults(dev: dict, model: str | None = None) -> tuple[str, str | None]:
     return _slug(dev["name"]), None
 
 
+def refit(key: str, files: list[str], cache_dir: str) -> int:
+    """Fit a calibration (factors and learned corrections) to the probe runs of ``files``
+    (`wticonv calibrate --csv`, all of one device) with the installed solvers' models,
+    predicted on a stand-in with the device figures the files record, and store it for
+    device ``key`` in the cache ``cache_dir``. Returns the number of probe runs fitted.
+
+    Raises SystemExit (with the reason) for files of several devices or none usable."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import replay_evaluate as rp
+    from wticonv.contract.registry import SolverRegistry
+    from wticonv.db.store import Store
+    from wticonv.measuring.calibrate import fit_factors
+    from wticonv.measuring.correction_fit import fit_correction
+    from wticonv.problem.conv import parse_key
+    from wticonv.selection.correction import FEATURES
+
+    rows = []
+    try:
+        for f in files:
+            rows += rp.load(f, "calibration")
+    except rp.ReplayError as e:
+        raise SystemExit(f"make_system_db: {e}") from None
+    names = {r.get("device") for r in rows}
+    if len(names) != 1:
+        raise SystemExit(f"make_system_db: --refit files of several devices ({sorted(names)}): "
+                         "give one device's files")
+    if names.pop() not in key.split("|"):
+        raise SystemExit(f"make_system_db: the files were measured on {rows[0]['device']!r}, "
+                         f"which the device key {key!r} does not name")
+    registry = SolverRegistry()
+    device = rp.device_for(rows, registry=registry)
+    runs, predicted = [], {}
+    for r in rows:
+        if r["problem"] not in predicted:
+            predicted[r["problem"]] = rp.raw_predictions(registry, device, parse_key(r["problem"]))
+        pred = predicted[r["problem"]].get(r["solver"])
+        if pred:
+            runs.append((parse_key(r["problem"]), r["solver"], pred, float(r["measured_ms"])))
+    if not runs:
+        raise SystemExit("make_system_db: no probe run of an installed solver in the files")
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    store = Store(cache_dir)
+    store.put_calibration(key, [(k, versions[k.split("@")[0]], f, n)
+                                for k, (f, n) in fit_factors(runs).items()])
+    store.put_correction(key, [(sid, versions[sid], FEATURES, coef, n)
+                               for sid, (coef, n) in fit_correction(runs, device).items()])
+    return len(runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("device", help="gpu, cpu or P:D (as `wticonv devices` lists them)")
@@ -100,9 +158,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="use this cache directory (default: a fresh temporary one)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="export the cache's calibration as it is (with --cache)")
+    ap.add_argument("--refit", nargs="+", metavar="CAL.csv", default=None,
+                    help="refit from these recorded probes (`wticonv calibrate --csv`) "
+                         "instead of calibrating; DEVICE is then the device key "
+                         "(platform|name|driver version) the records serve")
     args = ap.parse_args(argv)
     if args.no_calibrate and not args.cache:
         ap.error("--no-calibrate needs --cache: a fresh cache holds no calibration")
+    if args.refit:
+        if args.device.count("|") != 2 or not args.name:
+            ap.error("--refit needs DEVICE as a device key (platform|name|driver version) "
+                     "and --name")
+        return _export_refit(args, argv)
     with tempfile.TemporaryDirectory(prefix="wticonv-sysdb-") as tmp:
         env = dict(os.environ, WTICONV_CACHE_DIR=args.cache or tmp)
         env.pop("WTICONV_SYSTEM_DB", None)
@@ -130,6 +197,29 @@ def main(argv: list[str] | None = None) -> int:
                        cwd=REPO)
     print(f"wrote {out.relative_to(REPO)}; `make setup` has it installed (an editable "
           "install reads it in place): check with `wticonv db system`, then commit it",
+          file=sys.stderr)
+    return 0
+
+
+def _export_refit(args, argv) -> int:
+    """--refit: the refitted calibration stored in a fresh cache, exported for the key."""
+    key = args.device
+    out = OUT_DIR / f"{args.name}.jsonl"
+    with tempfile.TemporaryDirectory(prefix="wticonv-sysdb-") as tmp:
+        n = refit(key, args.refit, tmp)
+        export = ["db", "export", str(out.relative_to(REPO)), "--device", key,
+                  "--kind", "calibration", "--kind", "correction"]
+        if args.match and args.match != "exact":
+            export += ["--match", args.match]
+        comment = (f"tools/make_system_db.py {shlex.join(argv or sys.argv[1:])}: refitted "
+                   f"to {n} recorded probe runs with this checkout's models, then wticonv "
+                   f"{shlex.join(export)}")
+        env = dict(os.environ, WTICONV_CACHE_DIR=tmp)
+        env.pop("WTICONV_SYSTEM_DB", None)
+        print("+ wticonv " + shlex.join(export), file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "wticonv"] + export + ["--comment", comment],
+                       env=env, check=True, cwd=REPO)
+    print(f"wrote {out.relative_to(REPO)} ({n} probe runs refitted); commit it",
           file=sys.stderr)
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 from wticonv import ConvProblem, hookimpl
@@ -399,3 +400,32 @@ def test_a_partly_stale_calibration_names_the_solvers_it_leaves_uncorrected(devi
                                          "installed: a.fast not corrected")
     device.store.put_calibration(device.key, [("b.slow", "1.0", 2.0, 5)])   # all count
     assert select(registry(), P, device).calibration_note == ""
+
+
+def _make_system_db():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "make_system_db.py"
+    spec = importlib.util.spec_from_file_location("make_system_db", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_shipped_calibration_is_refitted_from_recorded_probes(tmp_path):
+    """tools/make_system_db.py --refit: the H100's recorded probes refitted with the
+    installed models, stored for its key at the installed solvers' versions."""
+    mod = _make_system_db()
+    cal = (Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+           / "evaluate-test9-n1-h100-a" / "calibrate.csv")
+    key = "NVIDIA CUDA|NVIDIA H100 80GB HBM3|580.159.04"
+    n = mod.refit(key, [str(cal)], str(tmp_path))
+    assert n > 3000
+    store = Store(tmp_path)
+    factors, models = store.get_calibration(key), store.get_correction(key)
+    versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
+    assert factors["direct.naive"][0] == versions["direct.naive"]
+    assert 0.2 < factors["direct.naive"][1] < 5
+    assert models["gemm.im2col_3xtf32"][0] == versions["gemm.im2col_3xtf32"]
+    with pytest.raises(SystemExit, match="does not name"):
+        mod.refit("NVIDIA CUDA|NVIDIA H200|580.159.04", [str(cal)], str(tmp_path / "b"))

@@ -107,7 +107,7 @@ def test_grid_covers_every_output_with_remainders():
 def test_efficiency_model_charges_waves_remainders_and_loads():
     cfg = tensorcore.TcConfig(128, 128, 64, 32, 16, 16, 3, efficiency=0.75)
     full = tensorcore.tc_efficiency(cfg, 4096, 4096, 4096, 1, 132)
-    kfill = 4096 / (4096 + 16)
+    kfill = 4096 / (4096 + tensorcore.TC_FILL_TILES * 16)
     # 1024 tiles on 132 compute units: 7.76 waves -> 1024 / 1056 of the full rate
     assert full == pytest.approx(cfg.efficiency * 1024 / 1056 * kfill)
     # one more tile row: 1056 tiles fill 8 waves exactly; 4097 rows use 4097 / 4224 of it
@@ -125,6 +125,11 @@ def test_efficiency_model_charges_waves_remainders_and_loads():
     # a sum of 512 batch terms of 8 values of k each: every term fills half a k tile
     terms = tensorcore.tc_efficiency(cfg, 4096, 4096, 4096, 1, 132, k_term=8)
     assert terms == pytest.approx(full / 2)
+    # a short reduction (backward weights at N=1 on a 7x7 picture: 48 values of k) pays
+    # the pipeline's fill and drain of a quarter k tile, not a whole one
+    short = tensorcore.tc_efficiency(cfg, 4224, 4096, 48, 1, 132)
+    assert tensorcore.TC_FILL_TILES == 0.25
+    assert short == pytest.approx(cfg.efficiency * 48 / (48 + 4))
 
 
 def test_measured_rate_comes_back_at_4096():

@@ -6,4 +6,4 @@ Solvers: ``fft.tiled`` (overlap-save on 8, 16 or 32-point tiles, every direction
 per-bin multiply is wticonv-gemm's SGEMM on block matrices (plan.py).
 """
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["TcConfig", "TC_CONFIGS", "WG_CONFIGS", "tc_config", "tc_efficiency", "tc_vec_ok",
-           "ELEMENT_LOADS_FACTOR", "B_KFAST_FACTOR"]
+__all__ = ["TcConfig", "TC_CONFIGS", "WG_CONFIGS", "tc_config", "tc_efficiency", "TC_FILL_TILES",
+           "tc_vec_ok", "ELEMENT_LOADS_FACTOR", "B_KFAST_FACTOR"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,18 @@ def tc_vec_ok(cfg: TcConfig) -> bool:
             and (cfg.bk * cfg.bn) % (4 * t) == 0)
 
 
+#: The pipeline's fill and drain in :func:`tc_efficiency`, in k tiles (``bk`` values of k):
+#: kfill = K / (K + TC_FILL_TILES x bk). Fitted (2026-12-05) to the calibration probes'
+#: runs of the tensor-core solvers within 3x of the fastest on the H100 and the H200
+#: (3456 runs: evaluate-test9-n1-h100-a/calibrate.csv, calibrate-test15-n{1,32}-cold-
+#: h200-precompile.csv; random problems, none a test network's layer): the spread of
+#: log(measured / predicted) is 0.256 at 1 tile, 0.242 at 0.5, 0.238 at 0.25 and at 0.1.
+#: At 1 tile the model had short reductions (backward weights at N=1: N Ho Wo of a few
+#: dozen) 1.7x too slow. The configurations' efficiencies above were derived at K = 4096,
+#: where this moves kfill by under 1 %.
+TC_FILL_TILES = 0.25
+
+
 def tc_efficiency(cfg: TcConfig, M: int, N: int, K: int, groups: int, compute_units: int,
                   vec: bool = True, b_kfast: bool = False, k_term: int | None = None
                   ) -> float:
@@ -155,18 +167,19 @@ def tc_efficiency(cfg: TcConfig, M: int, N: int, K: int, groups: int, compute_un
     util = useful fraction of the tiles along that axis (each batch term starts a new k
     tile: 7 values of k per term fill 7/16 of a tile); waves = work-groups over the
     compute units of the waves they need (a grid of 1.1 waves takes as long as 2: one
-    work-group per compute unit already runs near its full rate); kfill = K / (K + bk),
-    the pipeline's fill and drain; loads = :data:`ELEMENT_LOADS_FACTOR` without 16-byte
-    loads, times :data:`B_KFAST_FACTOR` when B is read along k. Against the H200's 42
-    runs of these tiles on GEMMs of 4096^3 and of convolution shapes (M = 64-2048,
-    N = 1568-100352, K = 64-1024), predicted over measured time (with the traffic and
-    launch terms of wti.py) has a median of 1.05 and an rms log error of 0.118
-    (``benchmarks/tc_model_residuals.py --gemm``, benchmarks/results/tc-gemm-shapes-*).
+    work-group per compute unit already runs near its full rate); kfill = K / (K +
+    :data:`TC_FILL_TILES` x bk), the pipeline's fill and drain; loads =
+    :data:`ELEMENT_LOADS_FACTOR` without 16-byte loads, times :data:`B_KFAST_FACTOR`
+    when B is read along k. Against the H200's 42 runs of these tiles on GEMMs of 4096^3
+    and of convolution shapes (M = 64-2048, N = 1568-100352, K = 64-1024), predicted over
+    measured time (with the traffic and launch terms of wti.py) has a median of 1.05 and
+    an rms log error of 0.118 (``benchmarks/tc_model_residuals.py --gemm``,
+    benchmarks/results/tc-gemm-shapes-*; with a whole k tile of fill then).
     """
     mt, nt = -(-M // cfg.bm), -(-N // cfg.bn)
     tiles = mt * nt * groups
     waves = tiles / (-(-tiles // compute_units) * compute_units)
-    kfill = K / (K + cfg.bk)
+    kfill = K / (K + TC_FILL_TILES * cfg.bk)
     kt = K if k_term is None else k_term
     kutil = kt / (-(-kt // cfg.bk) * cfg.bk) if kt else 1.0
     loads = 1.0 if vec else ELEMENT_LOADS_FACTOR
