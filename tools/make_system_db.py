@@ -107,10 +107,7 @@ def refit(key: str, files: list[str], cache_dir: str) -> int:
     import replay_evaluate as rp
     from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
-    from wticonv.measuring.calibrate import fit_factors
-    from wticonv.measuring.correction_fit import fit_correction
-    from wticonv.problem.conv import parse_key
-    from wticonv.selection.correction import FEATURES
+    from wticonv.measuring.calibrate import store_fit
 
     rows = []
     try:
@@ -127,22 +124,24 @@ def refit(key: str, files: list[str], cache_dir: str) -> int:
                          f"which the device key {key!r} does not name")
     registry = SolverRegistry()
     device = rp.device_for(rows, registry=registry)
-    runs, predicted = [], {}
-    for r in rows:
-        if r["problem"] not in predicted:
-            predicted[r["problem"]] = rp.raw_predictions(registry, device, parse_key(r["problem"]))
-        pred = predicted[r["problem"]].get(r["solver"])
-        if pred:
-            runs.append((parse_key(r["problem"]), r["solver"], pred, float(r["measured_ms"])))
+    runs = rp.calibration_runs(registry, device, rows)
     if not runs:
         raise SystemExit("make_system_db: no probe run of an installed solver in the files")
-    versions = {sid: e.version for sid, e in registry.solvers.items()}
-    store = Store(cache_dir)
-    store.put_calibration(key, [(k, versions[k.split("@")[0]], f, n)
-                                for k, (f, n) in fit_factors(runs).items()])
-    store.put_correction(key, [(sid, versions[sid], FEATURES, coef, n)
-                               for sid, (coef, n) in fit_correction(runs, device).items()])
+    store_fit(Store(cache_dir), key, registry, runs, device)
     return len(runs)
+
+
+def _export_command(out: Path, device: str, match: str | None) -> list[str]:
+    """`wticonv db export` of a device's calibration and corrections into ``out``."""
+    export = ["db", "export", str(out.relative_to(REPO)), "--device", device,
+              "--kind", "calibration", "--kind", "correction"]
+    return export + (["--match", match] if match else [])
+
+
+def _wticonv(args: list[str], env: dict) -> None:
+    """Run ``wticonv ARGS`` (printed first) in the repository with ``env``."""
+    print("+ wticonv " + shlex.join(args), file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "wticonv", *args], env=env, check=True, cwd=REPO)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,24 +176,17 @@ def main(argv: list[str] | None = None) -> int:
         name, match = defaults(dev, cpu_model())
         name = args.name or name
         match = None if args.match == "exact" else (args.match or match)
-        wticonv = [sys.executable, "-m", "wticonv"]
         calibrate = ["calibrate", "--device", args.device]
         if args.budget_s:
             calibrate += ["--budget-s", f"{args.budget_s:g}"]
         out = OUT_DIR / f"{name}.jsonl"
-        export = ["db", "export", str(out.relative_to(REPO)), "--device", args.device,
-                  "--kind", "calibration", "--kind", "correction"]
-        if match:
-            export += ["--match", match]
+        export = _export_command(out, args.device, match)
         comment = (f"tools/make_system_db.py {shlex.join(argv or sys.argv[1:])}: "
                    + ("" if args.no_calibrate else f"wticonv {shlex.join(calibrate)}, then ")
                    + f"wticonv {shlex.join(export)}, on {dev['key']}")
         if not args.no_calibrate:
-            print("+ wticonv " + shlex.join(calibrate), file=sys.stderr)
-            subprocess.run(wticonv + calibrate, env=env, check=True, cwd=REPO)
-        print("+ wticonv " + shlex.join(export), file=sys.stderr)
-        subprocess.run(wticonv + export + ["--comment", comment], env=env, check=True,
-                       cwd=REPO)
+            _wticonv(calibrate, env)
+        _wticonv(export + ["--comment", comment], env)
     print(f"wrote {out.relative_to(REPO)}; `make setup` has it installed (an editable "
           "install reads it in place): check with `wticonv db system`, then commit it",
           file=sys.stderr)
@@ -207,18 +199,13 @@ def _export_refit(args, argv) -> int:
     out = OUT_DIR / f"{args.name}.jsonl"
     with tempfile.TemporaryDirectory(prefix="wticonv-sysdb-") as tmp:
         n = refit(key, args.refit, tmp)
-        export = ["db", "export", str(out.relative_to(REPO)), "--device", key,
-                  "--kind", "calibration", "--kind", "correction"]
-        if args.match and args.match != "exact":
-            export += ["--match", args.match]
+        export = _export_command(out, key, None if args.match == "exact" else args.match)
         comment = (f"tools/make_system_db.py {shlex.join(argv or sys.argv[1:])}: refitted "
                    f"to {n} recorded probe runs with this checkout's models, then wticonv "
                    f"{shlex.join(export)}")
         env = dict(os.environ, WTICONV_CACHE_DIR=tmp)
         env.pop("WTICONV_SYSTEM_DB", None)
-        print("+ wticonv " + shlex.join(export), file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "wticonv"] + export + ["--comment", comment],
-                       env=env, check=True, cwd=REPO)
+        _wticonv(export + ["--comment", comment], env)
     print(f"wrote {out.relative_to(REPO)} ({n} probe runs refitted); commit it",
           file=sys.stderr)
     return 0

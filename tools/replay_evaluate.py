@@ -211,6 +211,21 @@ def raw_predictions(registry, device, problem):
             if v.applicable and v.predicted_ms}
 
 
+def calibration_runs(registry, device, cal_rows) -> list:
+    """The runs ``(problem, solver id, raw predicted ms, measured ms)`` that ``wticonv
+    calibrate`` fits, from the rows of its CSV: each probe predicted on ``device`` with
+    this checkout's models (rows of solvers not installed or not predicted are left out)."""
+    runs, predicted = [], {}
+    for r in cal_rows:
+        p = parse_key(r["problem"])
+        if r["problem"] not in predicted:       # one ranking per probe, not per solver row
+            predicted[r["problem"]] = raw_predictions(registry, device, p)
+        pred = predicted[r["problem"]].get(r["solver"])
+        if pred:
+            runs.append((p, r["solver"], pred, float(r["measured_ms"])))
+    return runs
+
+
 def replay(registry, device, cal_rows, eval_rows, verbose=False, label="",
            fit_device=None):
     """Refit the factors from ``cal_rows``, choose for every case of ``eval_rows`` and
@@ -220,14 +235,7 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label="",
     to another device, as a system database's device pattern makes it); no ``cal_rows``:
     no calibration."""
     fit_device = fit_device or device
-    runs, predicted = [], {}
-    for r in cal_rows:
-        p = parse_key(r["problem"])
-        if r["problem"] not in predicted:       # one ranking per probe, not per solver row
-            predicted[r["problem"]] = raw_predictions(registry, fit_device, p)
-        pred = predicted[r["problem"]].get(r["solver"])
-        if pred:
-            runs.append((p, r["solver"], pred, float(r["measured_ms"])))
+    runs = calibration_runs(registry, fit_device, cal_rows)
     device.store = FitStore(registry, fit_factors(runs),
                             fit_correction(runs, fit_device) if runs else {})
     measured = collections.defaultdict(dict)

@@ -45,7 +45,7 @@ from wticonv.workloads.networks import corpus_networks, load_network
 
 __all__ = ["PROBE_BATCHES", "PROBE_COUNT", "BUDGET_S", "PLAN_AHEAD", "SHRINK_PROBES",
            "SKIP_SLOWER_THAN", "calibrate", "corpus_layers", "fit_factors", "measure_probes",
-           "probe_problems"]
+           "probe_problems", "store_fit"]
 
 #: Batch sizes the probes are drawn at, per device kind (the batch sizes frameworks run
 #: at: inference at 1, training at 8-64 on GPUs, smaller on CPUs).
@@ -176,8 +176,6 @@ def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: fl
     Calibrations sharing a cache directory run one at a time (a lock file): two at once
     would slow each other's probes and store factors of a contended machine.
     """
-    from wticonv.measuring.correction_fit import fit_correction
-    from wticonv.selection.correction import FEATURES
 
     def waiting():
         warnings.warn("wticonv: another calibration is running in this cache directory; "
@@ -194,17 +192,29 @@ def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: fl
         runs = _measure_probes(handle, _probes(dev.kind, n), iterations, time_cap_ms,
                                progress, budget)
         fitted = runs + (_find_db_runs(handle) if from_find_db else [])
-        factors = fit_factors(fitted)
-        versions = {sid: e.version for sid, e in handle.registry.solvers.items()}
-        dev.store.put_calibration(
-            dev.key, [(key, versions[key.split("@")[0]], f, k) for key, (f, k) in
-                      factors.items()])
-        dev.store.put_correction(
-            dev.key, [(sid, versions[sid], FEATURES, coef, k) for sid, (coef, k) in
-                      fit_correction(fitted, dev).items()])
+        factors = store_fit(dev.store, dev.key, handle.registry, fitted, dev)
     if measurements is not None:
         measurements.extend(runs)
     handle.forget_selections()
+    return factors
+
+
+def store_fit(store, device_key: str, registry, runs, device) -> dict:
+    """Fit the calibration to ``runs`` (``(problem, solver id, raw predicted ms, measured
+    ms)`` measured on ``device``) and store it in ``store`` for ``device_key`` at the
+    solvers' versions in ``registry``: the per-solver and per-direction factors
+    (:func:`fit_factors`) and the learned corrections
+    (:func:`wticonv.measuring.correction_fit.fit_correction`), each replacing the
+    device's earlier ones. Returns the factors, ``{key: (factor, runs)}``."""
+    from wticonv.measuring.correction_fit import fit_correction
+    from wticonv.selection.correction import FEATURES
+
+    factors = fit_factors(runs)
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    store.put_calibration(device_key, [(key, versions[key.split("@")[0]], f, k)
+                                       for key, (f, k) in factors.items()])
+    store.put_correction(device_key, [(sid, versions[sid], FEATURES, coef, k)
+                                      for sid, (coef, k) in fit_correction(runs, device).items()])
     return factors
 
 
