@@ -214,3 +214,14 @@ def test_tensors_on_different_devices_are_refused_naming_both():
     with pytest.raises(wt.LayerInputError, match=r"input is on cpu but weight is on meta.*"
                                                   r"model.to\('cpu'\)"):
         wt.conv2d(x, w, layer="stem")
+
+
+def test_cast_and_name_set_on_a_layer_are_checked_as_given_to_the_constructor():
+    conv = wt.Conv2d(3, 4, 3)
+    with pytest.raises(wticonv.ArgumentError, match=r"cast='False'.*True or False"):
+        conv.wticonv_cast = "False"
+    with pytest.raises(wticonv.ArgumentError, match="name"):
+        conv.wticonv_name = 5
+    assert conv.wticonv_cast is False and conv.wticonv_name == ""
+    conv.wticonv_cast, conv.wticonv_name = True, "stem"
+    assert "cast=True" in repr(conv) and "name='stem'" in repr(conv)

@@ -92,6 +92,27 @@ class Conv2d(nn.Conv2d):
         self.__dict__["_wticonv_handle"] = handle
         self.__dict__["_wticonv_hid"] = hid
 
+    @property
+    def wticonv_cast(self) -> bool:
+        """Whether float16, bfloat16 and float64 are computed in float32 (``cast=``);
+        setting it checks it is a bool."""
+        return self.__dict__.get("_wticonv_cast", False)
+
+    @wticonv_cast.setter
+    def wticonv_cast(self, cast: bool) -> None:
+        _check_options(None, cast, "", "Conv2d.wticonv_cast = ...; Conv2d")
+        self.__dict__["_wticonv_cast"] = cast
+
+    @property
+    def wticonv_name(self) -> str:
+        """The name errors give this layer (``name=``); setting it checks it is a str."""
+        return self.__dict__.get("_wticonv_name", "")
+
+    @wticonv_name.setter
+    def wticonv_name(self, name: str) -> None:
+        _check_options(None, False, name, "Conv2d.wticonv_name = ...; Conv2d")
+        self.__dict__["_wticonv_name"] = name
+
     def __getstate__(self) -> dict:
         # pickle and torch.save: the handle (an OpenCL device) stays out.
         state = nn.Module.__getstate__(self)
