@@ -190,6 +190,12 @@ def test_replace_convs_again_with_cast_sets_it_on_wticonv_layers():
     assert "layer '0'" in str(e.value)
     report = wt.replace_convs(model, cast=True)
     assert report.already == ["0"] and report.count == 0 and model[0].wticonv_cast
+    assert report.already_given == ["cast=True"]
+    assert "1 already wticonv's (given cast=True)" in str(report)
+    h = wticonv.Handle("cpu")
+    again = wt.replace_convs(model, handle=h)
+    assert again.already_given == ["handle"] and model[0].wticonv_handle is h
+    assert "(given handle)" in str(again) and "given" not in str(wt.replace_convs(model))
     y = model(x)
     assert y.dtype == torch.float16 and y.shape == (1, 4, 3, 3)
     ref = F.conv2d(x.float(), model[0].weight.float(), model[0].bias.float())
@@ -206,13 +212,27 @@ def test_a_shared_module_is_one_of_count_and_each_of_its_names_replaced():
     assert report.shared == {"b": "a"}
 
 
+def test_meta_weights_with_a_real_input_are_refused_and_a_meta_input_gives_shapes():
+    """A real input with weights on the meta device (no data) is refused with how to
+    materialize them; a meta input takes weights on any device and gives a meta result of
+    torch's shape, as torch.nn.functional.conv2d does."""
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3, device="meta")
+    with pytest.raises(wt.LayerInputError, match=r"weight is on the meta device.*input is "
+                                                  r"on cpu.*to_empty\(device='cpu'\)"):
+        wt.conv2d(x, w, layer="stem")
+    xm, wc = torch.empty(2, 2, 9, 7, device="meta"), torch.randn(3, 2, 3, 3)
+    y = wt.conv2d(xm, wc, stride=2, padding=1, layer="stem")
+    ref = F.conv2d(xm, wc, stride=2, padding=1)
+    assert y.device.type == "meta" and y.shape == ref.shape == (2, 3, 5, 4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_tensors_on_different_devices_are_refused_naming_both():
     """torch.nn.functional.conv2d refuses an input and a weight on different devices;
-    so does wticonv (it used to copy each to the host on its own and run). No second
-    device is needed to check it: the meta device stands in for one."""
-    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3, device="meta")
-    with pytest.raises(wt.LayerInputError, match=r"input is on cpu but weight is on meta.*"
-                                                  r"model.to\('cpu'\)"):
+    so does wticonv (it used to copy each to the host on its own and run)."""
+    x, w = torch.randn(1, 2, 5, 5, device="cuda"), torch.randn(3, 2, 3, 3)
+    with pytest.raises(wt.LayerInputError, match=r"input is on cuda:0 but weight is on cpu.*"
+                                                  r"model.to\('cuda:0'\)"):
         wt.conv2d(x, w, layer="stem")
 
 

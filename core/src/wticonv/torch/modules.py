@@ -220,6 +220,9 @@ class ReplaceReport:
         differ; parameters that are not float32 without ``cast``; the model itself).
     already : list of str
         Those that were wticonv's Conv2d already.
+    already_given : list of str
+        What those layers took from this call: ``"cast=True"`` and ``"handle"`` where
+        given (the other options of a layer already wticonv's stay as they were).
     shared : dict
         Name -> the first name of the same module, for every name but the first of a
         module found at several places.
@@ -231,6 +234,7 @@ class ReplaceReport:
     replaced: list[str] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)
     already: list[str] = field(default_factory=list)
+    already_given: list[str] = field(default_factory=list)
     shared: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -242,7 +246,9 @@ class ReplaceReport:
         left = [name for name in self.left if name not in self.shared]
         already = [name for name in self.already if name not in self.shared]
         lines = [f"wticonv.torch.replace_convs: {self.count} replaced, {len(left)} left "
-                 f"alone, {len(already)} already wticonv's"]
+                 f"alone, {len(already)} already wticonv's"
+                 + (f" (given {' and '.join(self.already_given)})"
+                    if already and self.already_given else "")]
         lines += [f"  left alone: {name or '(the model)'}: {self.left[name]}" for name in left]
         places: dict[str, list[str]] = {}
         for name, first in self.shared.items():
@@ -299,7 +305,8 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
     if not isinstance(model, nn.Module):
         raise TypeError(f"replace_convs needs a torch.nn.Module, got {type(model).__name__}")
     _check_options(handle, cast, "", "replace_convs")
-    report = ReplaceReport()
+    report = ReplaceReport(already_given=(["cast=True"] if cast else [])
+                           + (["handle"] if handle is not None else []))
     if isinstance(model, nn.Conv2d):
         report.left[""] = ("the model itself is a Conv2d and cannot be replaced in place; "
                            "use wticonv.torch.Conv2d.from_conv(model)")

@@ -77,13 +77,21 @@ def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     Raises
     ------
     LayerInputError
-        Tensors on different devices, a dtype ``cast=True`` cannot compute (complex,
+        Tensors on different devices (a meta input takes weights anywhere, as torch's
+        does; meta weights with real input are refused), a dtype ``cast=True`` cannot compute (complex,
         integer, bool), tensors of different dtypes (torch raises a RuntimeError for both
         too), a dtype other than float32 without ``cast``, or a layout other than strided.
     """
     tensors = [("input", input), ("weight", weight)] + (
         [("bias", bias)] if bias is not None else [])
     for what, t in tensors[1:]:
+        if input.device.type == "meta":
+            break   # shapes only: torch gives a meta result whatever the weights' device
+        if t.device.type == "meta":
+            raise input_error(f"{what} is on the meta device (it holds no data) but the "
+                              f"input is on {input.device}: materialize the parameters "
+                              f"first (model.to_empty(device='{input.device}'), then "
+                              "load_state_dict), or pass a meta input for shapes only", layer)
         if t.device != input.device:
             raise input_error(f"input is on {input.device} but {what} is on {t.device}: a "
                               "convolution's tensors need one device (torch.nn.functional."
