@@ -41,6 +41,15 @@ LAYERS = {
     "packed filter": P(1, 40, 64, 64, 37, 3, 3, pad_h=1, pad_w=1),
     "7-wide rows, stride 2": P(2, 24, 14, 13, 30, 3, 3, pad_h=1, pad_w=1, stride_h=2,
                                stride_w=2),
+    # CPU rows spanning whole groups (tiled_plan._group_tiles): 4 groups a tile, the last
+    # tile partly past G; 5 groups of 3 (15 rows); one group of 12 (an exact tile); 8
+    # groups of 2 a tile over a 3x3 picture (one position block: the tiles split over
+    # work-items)
+    "groups of 4, stride 2": P(2, 40, 11, 13, 40, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                               stride_w=2, groups=10),
+    "groups of 3, 1x7": P(2, 15, 5, 40, 15, 1, 7, pad_w=3, groups=5),
+    "groups of 12": P(1, 36, 9, 9, 36, 3, 3, pad_h=1, pad_w=1, groups=3),
+    "groups of 2, 3x3 picture": P(1, 64, 3, 3, 64, 3, 3, pad_h=1, pad_w=1, groups=32),
 }
 
 
@@ -342,6 +351,30 @@ def test_cpu_plans_8_lanes_for_7_wide_rows():
     assert (p.ho, p.wo) == (7, 7)
     pl = tiled_plan.plan(p, "cpu", 2)
     assert pl.variant == "rows8" and "-DTILED_VW=8" in pl.launches[-1].options
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_cpu_row_tiles_hold_whole_groups_of_few_channels(direction):
+    """ResNeXt-50's first grouped layer (32 groups of 4 channels): a row tile of 16 holds 4
+    whole groups, so the plan computes no padded rows (it computed 16 for 4 before), and
+    each work-item runs all 8 tiles of its position block after one set-up."""
+    p = P(8, 128, 56, 56, 128, 3, 3, pad_h=1, pad_w=1, groups=32).with_direction(direction)
+    pl = tiled_plan.plan(p, "cpu", 2)
+    (launch,) = pl.launches
+    assert "-DTILED_GT=4" in launch.options and "-DTILED_MR=16" in launch.options
+    assert launch.global_size == (1, 8 * 56 * 56 // 16, 1)
+    assert pl.padded_flops == p.flops and pl.blocks == 8 * 56 * 56 // 16
+    assert pl.reduction == 8 * 4 * 9          # steps per set-up: 8 tiles of 36
+    few = tiled_plan.plan(P(1, 64, 3, 3, 64, 3, 3, pad_h=1, pad_w=1, groups=32), "cpu", 2)
+    assert few.launches[0].global_size == (4, 1, 1)      # 4 tiles of 8 groups, one each
+    # groups of 12 or 16 run exact tiles of one group; of 32, the usual tiles
+    for groups, rows in ((3, 12), (2, 16)):
+        q = P(1, 36 if groups == 3 else 32, 9, 9, 36 if groups == 3 else 32, 3, 3,
+              pad_h=1, pad_w=1, groups=groups).with_direction(direction)
+        opts = tiled_plan.plan(q, "cpu", 2).launches[-1].options
+        assert f"-DTILED_MR={rows}" in opts and "TILED_GT" not in opts
+    ungrouped = tiled_plan.plan(LAYERS["resnet 3x3 56"].with_direction(direction), "cpu", 2)
+    assert all("TILED_GT" not in ln.options for ln in ungrouped.launches)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])

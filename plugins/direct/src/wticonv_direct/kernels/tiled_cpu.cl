@@ -15,6 +15,10 @@
  *   .even swizzle when they are every second element (stride 2), element by element
  *   otherwise;
  *   a select zeroes the lanes that fall into the padding (only on blocks that touch it).
+ *   For groups of fewer channels than TILED_MR the host builds it with TILED_GT > 1: a
+ *   row tile then holds TILED_GT whole groups (one source vector per group and reduction
+ *   index), and a work-item runs several such tiles over its block of positions, so that
+ *   a group's short reduction (C/G x R x S) does not pay the lanes' set-up alone.
  * - tiled_dot (wrw): a work-item computes TILED_DOT_MR x TILED_DOT_NR dot products over q
  *   with the q indices as the lanes (dy and x are both contiguous along the picture),
  *   summed across lanes at the end. The reduction is long (N x Ho x Wo), so the operands
@@ -41,6 +45,16 @@
 #ifndef TILED_A_PACKED
 #define TILED_A_PACKED 0 /* 1: tiled_conv's A was packed by tiled_pack_a (blocks of
                             TILED_MR channels, zeros past M) */
+#endif
+#ifndef TILED_GT
+#define TILED_GT 1       /* groups per tiled_conv row tile: 1, the tile's TILED_MR rows are
+                            channels m0.. of one group (grid dimension 2); more, for groups
+                            of few channels, the tile holds TILED_GT whole groups of
+                            TILED_MR / TILED_GT channels each (group t's channel j is row
+                            t * (TILED_MR / TILED_GT) + j), one source vector per group and
+                            reduction index, and a work-item runs its share of the G /
+                            TILED_GT tiles over one block of positions (grid dimension 0
+                            counts the shares; dimension 2 is 1), setting its lanes up once */
 #endif
 #ifndef TILED_DOT_MR
 #define TILED_DOT_MR 32  /* rows (channels k) per tiled_dot work-item; a multiple of 4 */
@@ -162,6 +176,30 @@ inline void block_lanes(const int blk, const int P, const int P2, const int row_
     }
 }
 
+/* The source vector of one reduction index: the lanes' elements at S + boff[l] + shift
+ * (first = boff[0] + shift), zeros in the padding and past the block's end (row mode). */
+inline floatv fetch_source(const __global float *S, const long s_len, const long first,
+                           const int mode, const bool inside, const long *loff,
+                           const intv lanes_ok, const intv bhv, const intv bwv,
+                           const int dh, const int dw, const int SH, const int SW,
+                           const bool full)
+{
+    if (mode != GATHER && first >= 0 && first + REACH(mode) <= s_len) {
+        const floatv v = strided(S, first, mode);
+        if (inside)
+            return v;
+        const intv ih = bhv + (intv)dh, iw = bwv + (intv)dw;
+        return select((floatv)(0.0f), v,
+                      lanes_ok & (ih >= (intv)0) & (ih < (intv)SH) & (iw >= (intv)0) &
+                      (iw < (intv)SW));
+    }
+    const intv ih = bhv + (intv)dh, iw = bwv + (intv)dw;
+    return gather_lanes(S + first, loff,
+                        lanes_ok & (ih >= (intv)0) & (ih < (intv)SH) & (iw >= (intv)0) &
+                        (iw < (intv)SW),
+                        inside && full);
+}
+
 #ifndef TILED_ONE_ITEM_GROUPS
 #define TILED_ONE_ITEM_GROUPS 1 /* 1: work-groups of one work-item (PoCL runs each one's
                                    vector code as is); 0: any work-group size (GPUs run
@@ -177,8 +215,13 @@ inline void block_lanes(const int blk, const int P, const int P2, const int row_
 __kernel ONE_ITEM
 void tiled_conv(TILED_ARGS)
 {
+#if TILED_GT > 1
+    const int m0 = 0;
+    const long g = 0;           /* each row's group is added where it is read and written */
+#else
     const int m0 = get_global_id(0) * TILED_MR;
     const long g = get_global_id(2) % G;
+#endif
     const int Qa = Q1 * Q2 > 0 ? Q / (Q1 * Q2) : 0;
     int p0, nvalid;
     block_lanes(get_global_id(1), P, P2, row_blocks, &p0, &nvalid);
@@ -221,6 +264,77 @@ void tiled_conv(TILED_ARGS)
     for (int l = 0; l < VW; ++l)
         loff[l] = boff[l] - boff[0];
 
+#if TILED_GT > 1
+#define GM (TILED_MR / TILED_GT)
+    const int tiles = (G + TILED_GT - 1) / TILED_GT;
+    const int share = (tiles + (int)get_global_size(0) - 1) / (int)get_global_size(0);
+    const int t_lo = get_global_id(0) * share, t_hi = min(tiles, t_lo + share);
+    long ooff[VW];
+    bool ocontig = nvalid == VW;
+    for (int l = 0; l < nvalid; ++l) {
+        const int p = p0 + l;
+        const int pa = p / (P1 * P2), pr = p - pa * (P1 * P2);
+        const int pb = pr / P2, pc = pr - pb * P2;
+        ooff[l] = o_0 + pa * o_pa + pb * o_pb + pc * o_pc;
+        ocontig = ocontig && ooff[l] == ooff[0] + l;
+    }
+    for (int tile = t_lo; tile < t_hi; ++tile) {
+        long arow[TILED_MR], sg[TILED_GT];
+        for (int t = 0; t < TILED_GT; ++t) {
+            const long gt = min(tile * TILED_GT + t, G - 1);   /* past G: computed, not stored */
+            sg[t] = gt * s_g;
+            for (int j = 0; j < GM; ++j)
+                arow[t * GM + j] = gt * a_g + a_0 + (long)min(j, M - 1) * a_ms;
+        }
+        floatv acc[TILED_MR];
+        for (int i = 0; i < TILED_MR; ++i)
+            acc[i] = (floatv)(0.0f);
+        for (int qa = 0; qa < Qa; ++qa) {
+            for (int qb = 0; qb < Q1; ++qb) {
+                const int dh = qb * hq;
+                if (bh_hi + dh < 0 || bh_lo + dh >= SH)
+                    continue;
+                const bool rows_in = bh_lo + dh >= 0 && bh_hi + dh < SH;
+                for (int qc = 0; qc < Q2; ++qc) {
+                    const int dw = qc * wq;
+                    if (bw_hi + dw < 0 || bw_lo + dw >= SW)
+                        continue;
+                    const bool inside = rows_in && bw_lo + dw >= 0 && bw_hi + dw < SW;
+                    const long first = boff[0] + qa * s_qa + (long)dh * SW + dw;
+                    const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
+#pragma unroll
+                    for (int t = 0; t < TILED_GT; ++t) {
+                        const floatv v = fetch_source(S, s_len, first + sg[t], mode, inside,
+                                                      loff, lanes_ok, bhv, bwv, dh, dw, SH,
+                                                      SW, nvalid == VW);
+#pragma unroll
+                        for (int j = 0; j < GM; ++j)
+                            acc[t * GM + j] = WTICONV_MAD((floatv)(A[arow[t * GM + j] + aq]),
+                                                          v, acc[t * GM + j]);
+                    }
+                }
+            }
+        }
+        for (int t = 0; t < TILED_GT; ++t) {
+            const long gt = tile * TILED_GT + t;
+            if (gt >= G)
+                break;
+            for (int j = 0; j < min(GM, M); ++j) {
+                __global float *o = O + gt * o_g + (long)j * o_ms;
+                if (ocontig) {
+                    VSTORE(acc[t * GM + j], 0, o + ooff[0]);
+                } else {
+                    float r[VW];
+                    VSTORE(acc[t * GM + j], 0, r);
+                    for (int l = 0; l < nvalid; ++l)
+                        o[ooff[l]] = r[l];
+                }
+            }
+        }
+    }
+#undef GM
+}
+#else
 #if TILED_A_PACKED
     /* A packed by tiled_pack_a: this block's A is one sequential run, and the TILED_MR
      * values of one q are consecutive, so every broadcast is a load at a constant
@@ -305,6 +419,7 @@ void tiled_conv(TILED_ARGS)
         }
     }
 }
+#endif
 
 __kernel ONE_ITEM
 void tiled_dot(TILED_ARGS)
