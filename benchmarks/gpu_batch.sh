@@ -6,7 +6,7 @@
 #
 # Steps (each writes under OUTDIR/STEP/, its console output to OUTDIR/STEP.log):
 #   train     issue 22: benchmarks/torch_train_step.py, resnet18 N=8, 5 steps, GPU
-#   tests     tests/test_gpu.py and the torch tests (pytest -m "gpu or not gpu")
+#   tests     tests/test_gpu.py, the torch tests and direct.tiled's (pytest -m "gpu or not gpu")
 #   sysdb     issue 23: tools/make_system_db.py gpu, budget 60 s, the JSONL file copied
 #   fleet     issue 23: benchmarks/fleet_speedup.py on three small networks, N=8
 #   errors    benchmarks/solver_errors.py resnet18 -n 2 and torch_resnet18_errors.py (GPU)
@@ -40,7 +40,8 @@ for spec in "$@"; do
         train) cmd=("$py" benchmarks/torch_train_step.py --model resnet18 -n 8 --device gpu
                     --steps 5 --out "$d/torch-train-step-resnet18-n8.csv") ;;
         tests) cmd=("$py" -m pytest -q -p no:cacheprovider -m "gpu or not gpu" tests/test_gpu.py
-                    core/tests/ -k "gpu or torch" --junitxml "$d/junit.xml") ;;
+                    core/tests/ plugins/direct/tests/test_tiled.py -k "gpu or torch or tiled"
+                    --junitxml "$d/junit.xml") ;;
         sysdb) cmd=(sh -c "$py tools/make_system_db.py gpu --budget-s 60 --cache $d/cache &&
                     cp plugins/sysdb/src/wticonv_sysdb/nvidia-*.jsonl $d/") ;;
         fleet) cmd=("$py" benchmarks/fleet_speedup.py alexnet squeezenet1_1 resnet18 -n 8
