@@ -377,6 +377,20 @@ def test_cpu_row_tiles_hold_whole_groups_of_few_channels(direction):
     assert all("TILED_GT" not in ln.options for ln in ungrouped.launches)
 
 
+def test_cpu_backward_weights_blocks_fit_short_groups():
+    """Backward weights of groups: tiled_dot blocks of K/G rows (rounded up to 4) x 36
+    columns (C/G x 3 x 3 for a multiple of 4 channels), not 32 x 32 of which 4 x 36 real."""
+    p = P(8, 128, 56, 56, 128, 3, 3, pad_h=1, pad_w=1, groups=32).with_direction("wrw")
+    pl = tiled_plan.plan(p, "cpu", 2)
+    assert "-DTILED_DOT_MR=4 " in pl.launches[0].options + " "
+    assert "-DTILED_DOT_NR=36" in pl.launches[0].options
+    assert pl.padded_flops == p.flops
+    odd = tiled_plan.plan(LAYERS["groups of 3, 1x7"].with_direction("wrw"), "cpu", 2)
+    assert "-DTILED_DOT_MR=4 -DTILED_DOT_NR=32" in odd.launches[0].options   # 3 rows, 21 cols
+    plain = tiled_plan.plan(LAYERS["resnet 3x3 56"].with_direction("wrw"), "cpu", 2)
+    assert "-DTILED_DOT_MR=32 -DTILED_DOT_NR=32" in plain.launches[0].options
+
+
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_cpu_packs_long_filters_into_the_workspace(handle, direction):
     p = LAYERS["packed filter"].with_direction(direction)
