@@ -78,9 +78,10 @@ def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     ------
     LayerInputError
         Tensors on different devices (a meta input takes weights anywhere, as torch's
-        does; meta weights with real input are refused), a dtype ``cast=True`` cannot compute (complex,
-        integer, bool), tensors of different dtypes (torch raises a RuntimeError for both
-        too), a dtype other than float32 without ``cast``, or a layout other than strided.
+        does; meta weights with real input are refused), a dtype ``cast=True`` cannot
+        compute (complex, integer, bool), tensors of different dtypes (torch raises a
+        RuntimeError for both too), a dtype other than float32 without ``cast``, or a
+        layout other than strided.
     """
     tensors = [("input", input), ("weight", weight)] + (
         [("bias", bias)] if bias is not None else [])
