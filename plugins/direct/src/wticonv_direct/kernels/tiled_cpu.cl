@@ -200,6 +200,23 @@ inline floatv fetch_source(const __global float *S, const long s_len, const long
                         inside && full);
 }
 
+/* The output offsets of the block's nvalid lanes (positions p0, p0 + 1, ...) from `base`;
+ * returns whether they are VW consecutive elements (one vstore per channel). */
+inline bool out_offsets(const int p0, const int nvalid, const int P1, const int P2,
+                        const long base, const long o_pa, const long o_pb, const long o_pc,
+                        long *ooff)
+{
+    bool contig = nvalid == VW;
+    for (int l = 0; l < nvalid; ++l) {
+        const int p = p0 + l;
+        const int pa = p / (P1 * P2), pr = p - pa * (P1 * P2);
+        const int pb = pr / P2, pc = pr - pb * P2;
+        ooff[l] = base + pa * o_pa + pb * o_pb + pc * o_pc;
+        contig = contig && ooff[l] == ooff[0] + l;
+    }
+    return contig;
+}
+
 #ifndef TILED_ONE_ITEM_GROUPS
 #define TILED_ONE_ITEM_GROUPS 1 /* 1: work-groups of one work-item (PoCL runs each one's
                                    vector code as is); 0: any work-group size (GPUs run
@@ -270,14 +287,7 @@ void tiled_conv(TILED_ARGS)
     const int share = (tiles + (int)get_global_size(0) - 1) / (int)get_global_size(0);
     const int t_lo = get_global_id(0) * share, t_hi = min(tiles, t_lo + share);
     long ooff[VW];
-    bool ocontig = nvalid == VW;
-    for (int l = 0; l < nvalid; ++l) {
-        const int p = p0 + l;
-        const int pa = p / (P1 * P2), pr = p - pa * (P1 * P2);
-        const int pb = pr / P2, pc = pr - pb * P2;
-        ooff[l] = o_0 + pa * o_pa + pb * o_pb + pc * o_pc;
-        ocontig = ocontig && ooff[l] == ooff[0] + l;
-    }
+    const bool ocontig = out_offsets(p0, nvalid, P1, P2, o_0, o_pa, o_pb, o_pc, ooff);
     for (int tile = t_lo; tile < t_hi; ++tile) {
         long arow[TILED_MR], sg[TILED_GT];
         for (int t = 0; t < TILED_GT; ++t) {
@@ -362,24 +372,9 @@ void tiled_conv(TILED_ARGS)
                 /* Lanes past the block's end (row mode) compute values that are never
                  * stored, so they need no mask, only reads that stay in the buffer. */
                 const bool inside = rows_in && bw_lo + dw >= 0 && bw_hi + dw < SW;
-                const long shift = qa * s_qa + (long)dh * SW + dw;
-                const long first = boff[0] + shift;
-                floatv v;
-                if (mode != GATHER && first >= 0 && first + REACH(mode) <= s_len) {
-                    v = strided(S, first, mode);
-                    if (!inside) {
-                        const intv ih = bhv + (intv)dh, iw = bwv + (intv)dw;
-                        v = select((floatv)(0.0f), v,
-                                   lanes_ok & (ih >= (intv)0) & (ih < (intv)SH) &
-                                   (iw >= (intv)0) & (iw < (intv)SW));
-                    }
-                } else {
-                    const intv ih = bhv + (intv)dh, iw = bwv + (intv)dw;
-                    v = gather_lanes(S + boff[0] + shift, loff,
-                                     lanes_ok & (ih >= (intv)0) & (ih < (intv)SH) &
-                                     (iw >= (intv)0) & (iw < (intv)SW),
-                                     inside && nvalid == VW);
-                }
+                const floatv v = fetch_source(S, s_len, boff[0] + qa * s_qa + (long)dh * SW + dw,
+                                              mode, inside, loff, lanes_ok, bhv, bwv, dh, dw,
+                                              SH, SW, nvalid == VW);
                 const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
 #if TILED_A_PACKED
                 const __global float *ap = Am + aq;
@@ -397,14 +392,8 @@ void tiled_conv(TILED_ARGS)
 
     /* Store: one vstore per channel when the lanes' outputs are consecutive. */
     long ooff[VW];
-    bool ocontig = nvalid == VW;
-    for (int l = 0; l < nvalid; ++l) {
-        const int p = p0 + l;
-        const int pa = p / (P1 * P2), pr = p - pa * (P1 * P2);
-        const int pb = pr / P2, pc = pr - pb * P2;
-        ooff[l] = g * o_g + o_0 + pa * o_pa + pb * o_pb + pc * o_pc;
-        ocontig = ocontig && ooff[l] == ooff[0] + l;
-    }
+    const bool ocontig = out_offsets(p0, nvalid, P1, P2, g * o_g + o_0, o_pa, o_pb, o_pc,
+                                     ooff);
     for (int i = 0; i < TILED_MR; ++i) {
         if (m0 + i >= M)
             break;
