@@ -192,7 +192,7 @@ def test_replace_convs_again_with_cast_sets_it_on_wticonv_layers():
     assert report.already == ["0"] and report.count == 0 and model[0].wticonv_cast
     assert report.already_given == ["cast=True"]
     assert "1 already wticonv's (given cast=True)" in str(report)
-    h = wticonv.Handle("cpu")
+    h = wticonv.Handle()
     again = wt.replace_convs(model, handle=h)
     assert again.already_given == ["handle"] and model[0].wticonv_handle is h
     assert "(given handle)" in str(again) and "given" not in str(wt.replace_convs(model))

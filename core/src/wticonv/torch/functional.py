@@ -29,8 +29,8 @@ __all__ = ["conv2d", "conv2d_by_id", "pads"]
 def _index(v):
     """``v`` as an int if torch would take it as one (an int, a NumPy integer, a 0-d
     integer tensor: anything with ``__index__``, not a bool), else None."""
-    if isinstance(v, bool):
-        return None
+    if isinstance(v, (bool, str, Sequence)):   # sequences first: torch.compile's tracer
+        return None                             # (torch 2.11) does not catch the TypeError
     try:
         return operator.index(v)
     except TypeError:
