@@ -12,6 +12,7 @@ import pytest
 
 import wticonv
 from wticonv import ConvProblem
+from wticonv.measuring import timing
 from wticonv.measuring.find import find
 from wticonv.db.store import Store
 
@@ -26,7 +27,8 @@ def test_find_records_and_immediate_mode_ranks_by_measured_time(own_handle):
     timed = [r for r in results if r.time_ms is not None]
     assert len(timed) == len(before.candidates)            # every dynamic candidate ran
     assert [r.time_ms for r in timed] == sorted(r.time_ms for r in timed)
-    assert all(1 <= r.runs <= 3 and r.time_ms > 0 for r in timed)
+    # short kernels (under timing.SHORT_RUN_MS) get up to SHORT_RUNS times the runs
+    assert all(1 <= r.runs <= 3 * timing.SHORT_RUNS and r.time_ms > 0 for r in timed)
     assert all(r.reason for r in results if r.time_ms is None)
     records = h.device.store.get_find_records(h.device.key, P.key)
     assert set(records) == {r.solver_id for r in timed}
@@ -262,7 +264,12 @@ def keys_direction(key: str) -> str:
     return parse_key(key).direction
 
 
-def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch):
+@pytest.mark.parametrize("short", [False, True], ids=["usual", "short kernels"])
+def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch, short):
+    """One run of each solver per round; kernels under timing.SHORT_RUN_MS (here: all of
+    them, or none) stay for SHORT_RUNS times the rounds."""
+    monkeypatch.setattr(timing, "SHORT_RUN_MS", 1e9 if short else 0.0)
+    rounds = 3 * (timing.SHORT_RUNS if short else 1)
     h = own_handle
     order = []
     real_run = h.run
@@ -275,10 +282,10 @@ def test_find_interleaves_the_solvers_timed_runs(own_handle, monkeypatch):
     monkeypatch.setattr(h, "run", run)
     results = find(h, P, iterations=3, time_cap_ms=1e6, record=False, search=False)
     ran = [r.solver_id for r in results if r.time_ms is not None]
-    assert len(ran) >= 3 and all(r.runs == 3 for r in results if r.time_ms is not None)
+    assert len(ran) >= 3 and all(r.runs == rounds for r in results if r.time_ms is not None)
     warmups, timed = order[:len(ran)], order[len(ran):]
     assert sorted(warmups) == sorted(ran)            # every solver warmed up first
-    assert timed == warmups * 3                      # then one run of each per round
+    assert timed == warmups * rounds                 # then one run of each per round
 
 
 def test_find_records_each_solvers_fastest_run(own_handle, monkeypatch):

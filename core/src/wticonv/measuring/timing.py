@@ -17,7 +17,8 @@ from wticonv.measuring.inputs import check_host, timing_inputs
 from wticonv.problem.conv import ConvProblem
 from wticonv.problem.tensors import OUTPUT_TENSOR, ConvTensors
 
-__all__ = ["check_limits", "problem_tensors", "timed", "timed_together", "STATISTIC"]
+__all__ = ["check_limits", "problem_tensors", "timed", "timed_together", "STATISTIC",
+           "SHORT_RUN_MS", "SHORT_RUNS"]
 
 #: How a solver's timed runs become its time: the fastest. A constant: :func:`timed` and
 #: :func:`timed_together` take it as their ``statistic`` default when they are defined
@@ -32,6 +33,15 @@ __all__ = ["check_limits", "problem_tensors", "timed", "timed_together", "STATIS
 #: 93.0-94.7 % (1.009-1.011); docs/find-and-tune.md, "Measured (2026-12-04): a third CPU"
 #: (raw files benchmarks/results/evaluate-3nets-n4-cpu-zen4-*.csv).
 STATISTIC = min
+
+#: Kernels faster than this (ms) are timed :data:`SHORT_RUNS` times the runs asked for: a
+#: 5 us kernel's fastest of 3 runs can be a slow one (an interrupt, a thread woken late:
+#: one such run costs more than the kernel), and more runs cost little. On a 2-core Zen 4
+#: (PoCL 3.1) `evaluate` timed `direct.tiled` at 13.3 us on a 1x1 layer of 1x1 pictures
+#: that three later `find` runs timed at 4.7-5.7 us, and scored its choice 2.28x off
+#: (docs/find-and-tune.md, "the Zen 4 of the issue").
+SHORT_RUN_MS = 0.05
+SHORT_RUNS = 4
 
 
 @contextmanager
@@ -101,7 +111,8 @@ def timed_together(handle, problem: ConvProblem, iterations: int, time_cap_ms: f
     """Time several solvers (each forced, with its perf config from ``solvers``, a
     ``{solver id: perf config or None}`` dict) on ``problem`` as :func:`timed` does, their
     timed runs interleaved: one run of each solver per round, for up to ``iterations``
-    rounds, a solver leaving once it has used ``time_cap_ms``. A machine whose speed
+    rounds, a solver leaving once it has used ``time_cap_ms``. A solver whose runs all
+    took under :data:`SHORT_RUN_MS` stays for :data:`SHORT_RUNS` times as many rounds. A machine whose speed
     drifts (a shared CPU, a GPU changing clocks) then slows every solver's runs alike,
     instead of one solver's runs all at once.
 
@@ -130,7 +141,8 @@ def timed_together(handle, problem: ConvProblem, iterations: int, time_cap_ms: f
                 out[sid] = e
                 active.remove(sid)
                 continue
-            if len(times) >= iterations or sum(times) >= time_cap_ms:
+            enough = iterations * (SHORT_RUNS if max(times) < SHORT_RUN_MS else 1)
+            if len(times) >= enough or sum(times) >= time_cap_ms:
                 active.remove(sid)
     for sid, (_sel, first, times) in runs.items():
         if sid not in out:
