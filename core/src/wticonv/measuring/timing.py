@@ -111,10 +111,10 @@ def timed_together(handle, problem: ConvProblem, iterations: int, time_cap_ms: f
     """Time several solvers (each forced, with its perf config from ``solvers``, a
     ``{solver id: perf config or None}`` dict) on ``problem`` as :func:`timed` does, their
     timed runs interleaved: one run of each solver per round, for up to ``iterations``
-    rounds, a solver leaving once it has used ``time_cap_ms``. A solver whose runs all
-    took under :data:`SHORT_RUN_MS` stays for :data:`SHORT_RUNS` times as many rounds. A machine whose speed
+    rounds, a solver leaving once it has used ``time_cap_ms``. A machine whose speed
     drifts (a shared CPU, a GPU changing clocks) then slows every solver's runs alike,
-    instead of one solver's runs all at once.
+    instead of one solver's runs all at once. A solver whose runs all took under
+    :data:`SHORT_RUN_MS` stays for :data:`SHORT_RUNS` times as many rounds.
 
     Returns ``{solver id: the tuple timed returns, or the WticonvError it raised}``.
     """
