@@ -196,6 +196,13 @@ def test_replace_convs_again_with_cast_sets_it_on_wticonv_layers():
     again = wt.replace_convs(model, handle=h)
     assert again.already_given == ["handle"] and model[0].wticonv_handle is h
     assert "(given handle)" in str(again) and "given" not in str(wt.replace_convs(model))
+    fresh = wt.replace_convs(nn.Sequential(nn.Conv2d(3, 4, 3)), cast=True)
+    assert fresh.replaced == ["0"] and fresh.already == [] and fresh.already_given == []
+    # a model that is itself wticonv's Conv2d takes what was asked, as a layer of one does
+    single = wt.Conv2d(3, 4, 3)
+    alone = wt.replace_convs(single, cast=True)
+    assert single.wticonv_cast and alone.already == [""] and alone.left == {}
+    assert alone.already_given == ["cast=True"] and alone.count == 0
     y = model(x)
     assert y.dtype == torch.float16 and y.shape == (1, 4, 3, 3)
     ref = F.conv2d(x.float(), model[0].weight.float(), model[0].bias.float())
@@ -220,6 +227,12 @@ def test_meta_weights_with_a_real_input_are_refused_and_a_meta_input_gives_shape
     with pytest.raises(wt.LayerInputError, match=r"weight is on the meta device.*input is "
                                                   r"on cpu.*to_empty\(device='cpu'\)"):
         wt.conv2d(x, w, layer="stem")
+    with torch.autocast("cpu", dtype=torch.bfloat16):       # checked under autocast too
+        with pytest.raises(wt.LayerInputError, match="weight is on the meta device"):
+            wt.Conv2d(2, 3, 3, device="meta")(x)
+    with pytest.raises(wt.LayerInputError, match=r"backward data.*weight is on the meta"):
+        torch.ops.wticonv.conv2d_input(w, torch.ones(1, 3, 3, 3), [1, 2, 5, 5], [1, 1],
+                                       [0, 0, 0, 0], [1, 1], 1, "stem", 0)   # the raw op
     xm, wc = torch.empty(2, 2, 9, 7, device="meta"), torch.randn(3, 2, 3, 3)
     y = wt.conv2d(xm, wc, stride=2, padding=1, layer="stem")
     ref = F.conv2d(xm, wc, stride=2, padding=1)
@@ -245,3 +258,13 @@ def test_cast_and_name_set_on_a_layer_are_checked_as_given_to_the_constructor():
     assert conv.wticonv_cast is False and conv.wticonv_name == ""
     conv.wticonv_cast, conv.wticonv_name = True, "stem"
     assert "cast=True" in repr(conv) and "name='stem'" in repr(conv)
+
+
+def test_the_raw_op_names_only_the_geometry_argument_that_is_wrong():
+    """A 2-value padding given to the op (which takes 4) is the one named; the valid
+    stride and dilation are not."""
+    with pytest.raises(wt.LayerInputError) as e:
+        torch.ops.wticonv.conv2d(torch.ones(1, 2, 5, 5), torch.ones(3, 2, 3, 3), None,
+                                 [2, 1], [1, 0], [1, 2], 1, "", 0)
+    assert "padding=[1, 0] needs 4 ints" in str(e.value)
+    assert "stride" not in str(e.value) and "dilation" not in str(e.value)

@@ -330,3 +330,20 @@ def test_cli_rejects_bad_targets_before_measuring(own_store, monkeypatch, capsys
     assert main(["find", *big, "-i", "1"]) == 0
     out = capsys.readouterr().out
     assert "fastest none (" in out and "bytes" in out
+
+
+def test_a_tune_under_a_workspace_limit_keeps_a_record_that_needs_more(own_handle):
+    """A perf-db record tuned with more workspace (direct.tiled's split backward weights,
+    "s2") still serves callers with more; tuning under a limit it does not fit keeps it
+    (it replaced it with the best config that fit, and a default win deleted it)."""
+    h = own_handle
+    q = ConvProblem(4, 6, 32, 32, 6, 3, 3, pad_h=1, pad_w=1, groups=3, direction="wrw")
+    version = h.registry.solvers["direct.tiled"].version
+    store, key = h.device.store, h.device.key
+    store.put_perf_record(key, q.key, "direct.tiled", version, "s2", 0.1, 0.2)
+    (r,) = tune(h, q, workspace_limit=0, solvers=["direct.tiled"], iterations=1)
+    assert "s2" not in r.times and r.best_config is not None
+    assert r.kept == "s2" and not r.recorded
+    assert store.get_perf_records(key)[(q.key, "direct.tiled")][1] == "s2"
+    (free,) = tune(h, q, solvers=["direct.tiled"], iterations=1)        # no limit: replaced
+    assert free.kept == "" and free.recorded

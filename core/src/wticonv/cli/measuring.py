@@ -440,7 +440,9 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
             default = "-" if r.default_ms is None else f"{r.default_ms:.4f} ms"
             click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: best {r.best_config} "
                        f"{r.best_ms:.4f} ms, default {default}"
-                       + (f" ({r.speedup:.2f}x)" if r.speedup else ""))
+                       + (f" ({r.speedup:.2f}x)" if r.speedup else "")
+                       + (f"; kept the perf-db's {r.kept}, tuned with more workspace than "
+                          "--workspace-limit" if r.kept else ""))
     if as_json:
         _emit_json({"device": handle.device.info.name, "tunes": out})
     return 0

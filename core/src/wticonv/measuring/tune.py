@@ -61,6 +61,10 @@ class TuneResult:
         Perf config -> kernel time (fastest run), ms, or the reason it did not run (str).
     recorded : bool
         The best was stored in the perf-db.
+    kept : str
+        With a workspace limit: the perf config of the perf-db's record that was kept
+        because it needs more workspace than the limit (it was tuned with more; selections
+        under the limit skip it and run the default), else "".
     reason : str
         Why the solver was not tuned ("" when it was).
     """
@@ -72,6 +76,7 @@ class TuneResult:
     best_ms: float | None = None
     times: dict = field(default_factory=dict)
     recorded: bool = False
+    kept: str = ""
     reason: str = ""
 
     @property
@@ -99,7 +104,9 @@ def tune(handle, problem: ConvProblem, workspace_limit: int | None = None,
         a config's runs are cut short (as in find mode).
     record : bool
         Store each solver's fastest perf config in the perf-db (replacing its record; a
-        default that beats every listed config deletes the record instead).
+        default that beats every listed config deletes the record instead). Under a
+        ``workspace_limit``, a record whose config needs more workspace than the limit is
+        kept (``TuneResult.kept``).
     solvers : iterable of str, optional
         Tune only these solver ids (default: every tunable one).
     progress : callable, optional
@@ -190,7 +197,14 @@ def _tune_one(handle, problem: ConvProblem, sid: str, workspace_limit, iteration
     r.best_config = min(ran, key=ran.get)
     r.best_ms = ran[r.best_config]
     if record:
-        _record(device, problem, r)
+        held = device.store.get_perf_records(device.key).get((problem.key, sid))
+        if (workspace_limit is not None and held is not None and held[0] == r.version
+                and held[1] not in configs):
+            # tuned earlier with more workspace than this limit allows: that record still
+            # serves callers with more, and selections under this limit skip it anyway
+            r.kept = held[1]
+        else:
+            _record(device, problem, r)
     return r
 
 

@@ -270,6 +270,17 @@ def _refusal(conv: nn.Module, cast: bool) -> str | None:
     return None
 
 
+def _give(conv: Conv2d, name: str, cast: bool, handle: Handle | None) -> None:
+    """What :func:`replace_convs` asks of a layer that is wticonv's already: its path as
+    its name if it has none, ``cast`` when True, ``handle`` when given."""
+    if not conv.wticonv_name and name:     # built unnamed: errors name its path
+        conv.wticonv_name = name
+    if cast:                               # asked for again: the layer takes it
+        conv.wticonv_cast = True
+    if handle is not None:
+        conv.wticonv_handle = handle
+
+
 def replace_convs(model: nn.Module, *, handle: Handle | None = None,
                   cast: bool = False) -> ReplaceReport:
     """Swap every :class:`torch.nn.Conv2d` of ``model`` for a :class:`Conv2d` sharing its
@@ -305,8 +316,13 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
     if not isinstance(model, nn.Module):
         raise TypeError(f"replace_convs needs a torch.nn.Module, got {type(model).__name__}")
     _check_options(handle, cast, "", "replace_convs")
-    report = ReplaceReport(already_given=(["cast=True"] if cast else [])
-                           + (["handle"] if handle is not None else []))
+    report = ReplaceReport()
+    given = (["cast=True"] if cast else []) + (["handle"] if handle is not None else [])
+    if isinstance(model, Conv2d):        # wticonv's already: it takes what was asked
+        _give(model, "", cast, handle)
+        report.already.append("")
+        report.already_given = given
+        return report
     if isinstance(model, nn.Conv2d):
         report.left[""] = ("the model itself is a Conv2d and cannot be replaced in place; "
                            "use wticonv.torch.Conv2d.from_conv(model)")
@@ -331,12 +347,7 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
                 continue
             first[id(child)] = name
             if isinstance(child, Conv2d):
-                if not child.wticonv_name:         # built unnamed: errors name its path
-                    child.wticonv_name = name
-                if cast:                           # asked for again: the layer takes it
-                    child.wticonv_cast = True
-                if handle is not None:
-                    child.wticonv_handle = handle
+                _give(child, name, cast, handle)
                 report.already.append(name)
                 continue
             why = _refusal(child, cast)
@@ -348,4 +359,6 @@ def replace_convs(model: nn.Module, *, handle: Handle | None = None,
             first[id(new)] = name
             setattr(parent, child_name, new)
             report.replaced.append(name)
+    if report.already:
+        report.already_given = given
     return report

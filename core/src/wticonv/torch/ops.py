@@ -41,7 +41,7 @@ from wticonv.torch import timing
 from wticonv.torch.errors import layer_error
 from wticonv.torch.handles import lookup, resolve
 from wticonv.torch.shapes import check_problem, output_hw
-from wticonv.torch.tensors import check_float32, from_host, to_host
+from wticonv.torch.tensors import check_devices, check_float32, from_host, to_host
 
 __all__ = ["conv2d_op", "conv2d_input_op", "conv2d_weight_op", "output_hw"]
 
@@ -83,6 +83,7 @@ def _run(direction: str, layer: str, handle: int, device: torch.device, fn, *ten
 
 
 def _check_fwd(input, weight, bias, stride, padding, dilation, groups, layer):
+    check_devices(input, weight, bias, layer)
     for t, what in ((input, "input"), (weight, "weight"), (bias, "bias")):
         if t is not None:
             check_float32(t, what, layer)
@@ -109,6 +110,7 @@ def _conv2d_fake(input, weight, bias, stride, padding, dilation, groups, layer, 
 
 
 def _check_bwd(weight, grad_output, input_size, stride, padding, dilation, groups, layer):
+    check_devices(grad_output, weight, None, layer, ("grad_output", "weight", ""), "bwd")
     check_float32(weight, "weight", layer, "bwd")
     check_float32(grad_output, "grad_output", layer, "bwd")
     check_problem(input_size, weight.shape, stride, padding, dilation, groups, layer, "bwd",
@@ -136,6 +138,7 @@ def _conv2d_input_fake(weight, grad_output, input_size, stride, padding, dilatio
 
 
 def _check_wrw(input, grad_output, weight_size, stride, padding, dilation, groups, layer):
+    check_devices(grad_output, input, None, layer, ("grad_output", "input", ""), "wrw")
     check_float32(input, "input", layer, "wrw")
     check_float32(grad_output, "grad_output", layer, "wrw")
     check_problem(input.shape, weight_size, stride, padding, dilation, groups, layer, "wrw",

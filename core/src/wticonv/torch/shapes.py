@@ -46,11 +46,13 @@ def check_geometry(stride, padding, dilation, groups, layer: str, direction: str
     LayerInputError
         Otherwise (ProblemError's rules of :class:`wticonv.ConvProblem`).
     """
-    if (len(stride) != 2 or len(dilation) != 2 or len(padding) != 4
-            or not _ints([*stride, *dilation, *padding])):
-        raise input_error(f"stride={list(stride)} and dilation={list(dilation)} need 2 ints, "
-                          f"padding={list(padding)} 4 (top, left, bottom, right)", layer,
-                          direction)
+    wrong = [f"{name}={list(v)} needs {n} ints{what}"
+             for name, v, n, what in (("stride", stride, 2, ""), ("dilation", dilation, 2, ""),
+                                      ("padding", padding, 4,
+                                       " (top, left, bottom, right)"))
+             if len(v) != n or not _ints(list(v))]
+    if wrong:
+        raise input_error("; ".join(wrong), layer, direction)
     rules = [("stride_h", stride[0], 1), ("stride_w", stride[1], 1),
              ("dilation_h", dilation[0], 1), ("dilation_w", dilation[1], 1),
              ("padding top", padding[0], 0), ("padding left", padding[1], 0),

@@ -18,8 +18,8 @@ import torch
 from wticonv.torch import timing
 from wticonv.torch.errors import input_error
 
-__all__ = ["CASTABLE", "check_float32", "check_castable", "check_dtypes", "to_host",
-           "from_host"]
+__all__ = ["CASTABLE", "check_float32", "check_castable", "check_devices", "check_dtypes",
+           "to_host", "from_host"]
 
 
 #: The dtypes ``cast=True`` computes in float32 (torch.nn.functional.conv2d's floating
@@ -68,6 +68,38 @@ def check_castable(t: torch.Tensor, what: str, layer: str) -> None:
                           f"bool ones: convert it ({what}.float())", layer)
 
 
+def check_devices(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  layer: str, names: tuple[str, str, str] = ("input", "weight", "bias"),
+                  direction: str = "fwd") -> None:
+    """One device for input, weight and bias, as :func:`torch.nn.functional.conv2d`
+    requires; a meta input (shapes only) takes weights on any device, as torch's does.
+    ``names``: what the three are called in messages (the ops' backward passes check
+    grad_output against weight or input), ``direction`` the pass errors name.
+
+    Raises
+    ------
+    LayerInputError
+        Weights or bias on another device than the input, or on the meta device (no data)
+        with a real input.
+    """
+    first = names[0]
+    tensors = [(names[1], weight)] + ([(names[2], bias)] if bias is not None else [])
+    for what, t in tensors:
+        if input.device.type == "meta":
+            break   # shapes only: torch gives a meta result whatever the weights' device
+        if t.device.type == "meta":
+            raise input_error(f"{what} is on the meta device (it holds no data) but the "
+                              f"{first} is on {input.device}: materialize the parameters "
+                              f"first (model.to_empty(device='{input.device}'), then "
+                              "load_state_dict), or pass a meta input for shapes only", layer,
+                              direction)
+        if t.device != input.device:
+            raise input_error(f"{first} is on {input.device} but {what} is on {t.device}: a "
+                              "convolution's tensors need one device (torch.nn.functional."
+                              f"conv2d raises too); move the model (model.to('{input.device}'))"
+                              " or the input", layer, direction)
+
+
 def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                  cast: bool, layer: str) -> None:
     """The devices and dtypes of a forward call: one device and one floating dtype for
@@ -83,21 +115,9 @@ def check_dtypes(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         RuntimeError for both too), a dtype other than float32 without ``cast``, or a
         layout other than strided.
     """
+    check_devices(input, weight, bias, layer)
     tensors = [("input", input), ("weight", weight)] + (
         [("bias", bias)] if bias is not None else [])
-    for what, t in tensors[1:]:
-        if input.device.type == "meta":
-            break   # shapes only: torch gives a meta result whatever the weights' device
-        if t.device.type == "meta":
-            raise input_error(f"{what} is on the meta device (it holds no data) but the "
-                              f"input is on {input.device}: materialize the parameters "
-                              f"first (model.to_empty(device='{input.device}'), then "
-                              "load_state_dict), or pass a meta input for shapes only", layer)
-        if t.device != input.device:
-            raise input_error(f"input is on {input.device} but {what} is on {t.device}: a "
-                              "convolution's tensors need one device (torch.nn.functional."
-                              f"conv2d raises too); move the model (model.to('{input.device}'))"
-                              " or the input", layer)
     if cast:
         for what, t in tensors:
             check_castable(t, what, layer)
