@@ -217,6 +217,28 @@ inline bool out_offsets(const int p0, const int nvalid, const int P1, const int 
     return contig;
 }
 
+/* The reduction of a tiled_conv block: q = (qa, qb, qc) = (channel, filter row, filter
+ * column), skipping the rows and columns of taps where every lane is in the padding. The
+ * body between the two sees qa, qb, qc, the source shifts dh and dw, and `inside` (no lane
+ * in the padding: lanes past the block's end, in row mode, compute values that are never
+ * stored, so they need no mask, only reads that stay in the buffer). */
+#define TAP_LOOPS_BEGIN                                                                   \
+    for (int qa = 0; qa < Qa; ++qa) {                                                     \
+        for (int qb = 0; qb < Q1; ++qb) {                                                 \
+            const int dh = qb * hq;                                                       \
+            if (bh_hi + dh < 0 || bh_lo + dh >= SH)                                       \
+                continue;                                                                 \
+            const bool rows_in = bh_lo + dh >= 0 && bh_hi + dh < SH;                      \
+            for (int qc = 0; qc < Q2; ++qc) {                                             \
+                const int dw = qc * wq;                                                   \
+                if (bw_hi + dw < 0 || bw_lo + dw >= SW)                                   \
+                    continue;                                                             \
+                const bool inside = rows_in && bw_lo + dw >= 0 && bw_hi + dw < SW;
+#define TAP_LOOPS_END                                                                     \
+            }                                                                             \
+        }                                                                                 \
+    }
+
 #ifndef TILED_ONE_ITEM_GROUPS
 #define TILED_ONE_ITEM_GROUPS 1 /* 1: work-groups of one work-item (PoCL runs each one's
                                    vector code as is); 0: any work-group size (GPUs run
@@ -299,32 +321,20 @@ void tiled_conv(TILED_ARGS)
         floatv acc[TILED_MR];
         for (int i = 0; i < TILED_MR; ++i)
             acc[i] = (floatv)(0.0f);
-        for (int qa = 0; qa < Qa; ++qa) {
-            for (int qb = 0; qb < Q1; ++qb) {
-                const int dh = qb * hq;
-                if (bh_hi + dh < 0 || bh_lo + dh >= SH)
-                    continue;
-                const bool rows_in = bh_lo + dh >= 0 && bh_hi + dh < SH;
-                for (int qc = 0; qc < Q2; ++qc) {
-                    const int dw = qc * wq;
-                    if (bw_hi + dw < 0 || bw_lo + dw >= SW)
-                        continue;
-                    const bool inside = rows_in && bw_lo + dw >= 0 && bw_hi + dw < SW;
-                    const long first = boff[0] + qa * s_qa + (long)dh * SW + dw;
-                    const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
+        TAP_LOOPS_BEGIN
+            const long first = boff[0] + qa * s_qa + (long)dh * SW + dw;
+            const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
 #pragma unroll
-                    for (int t = 0; t < TILED_GT; ++t) {
-                        const floatv v = fetch_source(S, s_len, first + sg[t], mode, inside,
-                                                      loff, lanes_ok, bhv, bwv, dh, dw, SH,
-                                                      SW, nvalid == VW);
+            for (int t = 0; t < TILED_GT; ++t) {
+                const floatv v = fetch_source(S, s_len, first + sg[t], mode, inside, loff,
+                                              lanes_ok, bhv, bwv, dh, dw, SH, SW,
+                                              nvalid == VW);
 #pragma unroll
-                        for (int j = 0; j < GM; ++j)
-                            acc[t * GM + j] = WTICONV_MAD((floatv)(A[arow[t * GM + j] + aq]),
-                                                          v, acc[t * GM + j]);
-                    }
-                }
+                for (int j = 0; j < GM; ++j)
+                    acc[t * GM + j] = WTICONV_MAD((floatv)(A[arow[t * GM + j] + aq]), v,
+                                                  acc[t * GM + j]);
             }
-        }
+        TAP_LOOPS_END
         for (int t = 0; t < TILED_GT; ++t) {
             const long gt = tile * TILED_GT + t;
             if (gt >= G)
@@ -359,36 +369,22 @@ void tiled_conv(TILED_ARGS)
     for (int i = 0; i < TILED_MR; ++i)
         acc[i] = (floatv)(0.0f);
 
-    for (int qa = 0; qa < Qa; ++qa) {
-        for (int qb = 0; qb < Q1; ++qb) {
-            const int dh = qb * hq;
-            if (bh_hi + dh < 0 || bh_lo + dh >= SH)
-                continue;                        /* every lane in the padding rows */
-            const bool rows_in = bh_lo + dh >= 0 && bh_hi + dh < SH;
-            for (int qc = 0; qc < Q2; ++qc) {
-                const int dw = qc * wq;
-                if (bw_hi + dw < 0 || bw_lo + dw >= SW)
-                    continue;
-                /* Lanes past the block's end (row mode) compute values that are never
-                 * stored, so they need no mask, only reads that stay in the buffer. */
-                const bool inside = rows_in && bw_lo + dw >= 0 && bw_hi + dw < SW;
-                const floatv v = fetch_source(S, s_len, boff[0] + qa * s_qa + (long)dh * SW + dw,
-                                              mode, inside, loff, lanes_ok, bhv, bwv, dh, dw,
-                                              SH, SW, nvalid == VW);
-                const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
+    TAP_LOOPS_BEGIN
+        const floatv v = fetch_source(S, s_len, boff[0] + qa * s_qa + (long)dh * SW + dw, mode,
+                                      inside, loff, lanes_ok, bhv, bwv, dh, dw, SH, SW,
+                                      nvalid == VW);
+        const long aq = qa * a_qa + qb * a_qb + qc * a_qc;
 #if TILED_A_PACKED
-                const __global float *ap = Am + aq;
+        const __global float *ap = Am + aq;
 #pragma unroll
-                for (int i = 0; i < TILED_MR; ++i)
-                    acc[i] = WTICONV_MAD((floatv)(ap[i]), v, acc[i]);
+        for (int i = 0; i < TILED_MR; ++i)
+            acc[i] = WTICONV_MAD((floatv)(ap[i]), v, acc[i]);
 #else
 #pragma unroll
-                for (int i = 0; i < TILED_MR; ++i)
-                    acc[i] = WTICONV_MAD((floatv)(A[arow[i] + aq]), v, acc[i]);
+        for (int i = 0; i < TILED_MR; ++i)
+            acc[i] = WTICONV_MAD((floatv)(A[arow[i] + aq]), v, acc[i]);
 #endif
-            }
-        }
-    }
+    TAP_LOOPS_END
 
     /* Store: one vstore per channel when the lanes' outputs are consecutive. */
     long ooff[VW];
