@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         name, match = defaults(dev, cpu_model())
         name = args.name or name
         match = None if args.match == "exact" else (args.match or match)
-        calibrate = ["calibrate", "--device", args.device]
+        calibrate = ["calibrate", "--device", args.device, "--strict"]
         if args.budget_s:
             calibrate += ["--budget-s", f"{args.budget_s:g}"]
         out = OUT_DIR / f"{name}.jsonl"

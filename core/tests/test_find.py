@@ -330,3 +330,28 @@ def test_find_never_times_disabled_solvers(own_handle, monkeypatch):
         assert results[sid].time_ms is None
         assert results[sid].reason == "disabled (WTICONV_DISABLE_SOLVERS)"
     assert any(r.time_ms is not None for r in results.values())
+
+
+def test_calibrate_reports_figures_read_on_a_busy_machine(own_handle, monkeypatch):
+    """A device that reads more than SPEED_CHANGE faster after the probes than its figures
+    say (they were read under load) gets a SpeedChangedWarning; with strict, an error and
+    no calibration stored."""
+    from wticonv.errors import DeviceError, SpeedChangedWarning
+    from wticonv.measuring import calibrate as cal
+    from wticonv.runtime import peak
+
+    h = own_handle
+    fast = h.device.peak_flops * (1 + cal.SPEED_CHANGE) * 1.2
+    monkeypatch.setattr(peak, "measure_peak_flops", lambda dev, *a, **k: fast)
+    store, key = h.device.store, h.device.key
+    with pytest.raises(DeviceError, match=r"calibration not stored.*1\.5x too fast"):
+        cal.calibrate(h, n=1, budget_s=0.5, strict=True)
+    assert not store.get_correction(key)
+    with pytest.warns(SpeedChangedWarning, match="read while the machine was busy"):
+        cal.calibrate(h, n=1, budget_s=0.5)
+    assert store.get_correction(key)
+    monkeypatch.setattr(peak, "measure_peak_flops", lambda dev, *a, **k: h.device.peak_flops)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpeedChangedWarning)
+        cal.calibrate(h, n=1, budget_s=0.5, strict=True)     # the same speed: no warning

@@ -157,6 +157,12 @@ class FleetError(WticonvError):
     cannot be reached, or no worker serves a device asked for."""
 
 
+class SpeedChangedWarning(UserWarning):
+    """The device ran faster after a calibration's probes than the figures the calibration
+    was fitted to say (they were read while the machine was busy): its predictions will be
+    too fast on a quiet machine. ``wticonv calibrate --strict`` makes it an error."""
+
+
 class SolverWarning(UserWarning):
     """A solver misbehaved (raised in a hook, returned a bad value, failed to run) and was
     set aside for the problem; the next-ranked solver was used instead."""

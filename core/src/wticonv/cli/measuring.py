@@ -286,8 +286,13 @@ FEW_PROBES = 30
 @click.option("--csv", "csv_path", default=None, metavar="FILE",
               help="Also write every probe measurement (problem, direction, solver, raw "
                    "predicted and measured ms) to this CSV file.")
+@click.option("--strict", is_flag=True,
+              help="Fail, storing nothing, when the device reads more than 25 % faster "
+                   "after the probes than the figures the fit uses (they were read while "
+                   "the machine was busy); without it, a warning.")
 @cluster_option
-def calibrate(as_json, device, n, budget_s, from_find_db, csv_path, cluster) -> int:
+def calibrate(as_json, device, n, budget_s, from_find_db, csv_path, strict,
+              cluster) -> int:
     """Fit per-device corrections to the solvers' WTI models (under a minute on a GPU).
 
     Every applicable solver runs on random realistic probe problems (every kind of layer,
@@ -306,9 +311,10 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path, cluster) -> 
 
     _writable(csv_path, "--csv")
     if cluster:
-        if from_find_db:
-            raise click.UsageError("--from-find-db fits a device's own find-db records: run "
-                                   "it without --cluster, on the machine of the device")
+        if from_find_db or strict:
+            raise click.UsageError(f"{'--from-find-db' if from_find_db else '--strict'} "
+                                   "works on a device's own machine: run it without "
+                                   "--cluster, on the machine of the device")
         from wticonv.cli.fleet_runs import calibrate_on
 
         return calibrate_on(cluster, device, as_json, n, budget_s, csv_path)
@@ -334,7 +340,7 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path, cluster) -> 
 
     measured: list = []
     factors = run_calibration(handle, n, progress=progress, measurements=measured,
-                              budget_s=budget, from_find_db=from_find_db)
+                              budget_s=budget, from_find_db=from_find_db, strict=strict)
     probes = len({p for p, *_ in measured})
     models = handle.device.store.get_correction(handle.device.key)
     kinds = {k: sum(1 for m in models.values() if model_kind(m[2]) == k)

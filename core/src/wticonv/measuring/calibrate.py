@@ -37,7 +37,7 @@ import threading
 import time
 import warnings
 
-from wticonv.errors import ArgumentError, WticonvError
+from wticonv.errors import ArgumentError, DeviceError, SpeedChangedWarning, WticonvError
 from wticonv.problem.conv import ConvProblem
 from wticonv.selection.correction import CORRECT_WITHIN
 from wticonv.workloads.generator import random_problems
@@ -148,10 +148,33 @@ def _import_in_background() -> None:
 SHRINK_PROBES = 2
 
 
+#: A calibration warns (:class:`wticonv.errors.SpeedChangedWarning`) when the device's
+#: peak, read again after its probes, exceeds the figure its fit uses by more than this
+#: fraction. A calibration run beside another one (2-core Zen 4, 2026-12-06) read its
+#: figures under that load and predicted ResNet-50 at N=1 in 110 ms on the quiet machine,
+#: where it took 237; made again alone: 173.
+SPEED_CHANGE = 0.25
+
+
+def _speed_change(dev) -> str | None:
+    """Why ``dev``'s figures look read under load (a fresh peak reading more than
+    :data:`SPEED_CHANGE` above the one in use), or None."""
+    from wticonv.runtime.peak import measure_peak_flops
+
+    used, now = dev.peak_flops, measure_peak_flops(dev)
+    if now <= used * (1 + SPEED_CHANGE):
+        return None
+    return (f"{dev.info.name} measured {now / 1e9:.0f} GFLOP/s after the calibration's probes "
+            f"but its figures say {used / 1e9:.0f}: they were read while the machine was "
+            f"busy, so this calibration predicts about {now / used:.1f}x too fast on a quiet "
+            "machine; run `wticonv devices --measure`, then calibrate again with nothing "
+            "else running")
+
+
 def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: float = 100.0,
               progress=None, measurements: list | None = None,
-              budget_s: float | None = None, from_find_db: bool = False
-              ) -> dict[str, tuple[float, int]]:
+              budget_s: float | None = None, from_find_db: bool = False,
+              strict: bool = False) -> dict[str, tuple[float, int]]:
     """Measure every applicable solver on the probe problems for ``budget_s`` seconds
     (default :data:`BUDGET_S` of the device's kind) and store each solver's learned
     correction and factors for ``handle``'s device.
@@ -164,7 +187,10 @@ def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: fl
     batch size (default: several, :data:`PROBE_BATCHES`). ``from_find_db`` adds the
     device's find-db records to the fit (solvers of the installed version only).
 
-    Raises ArgumentError if ``budget_s`` is not a number of seconds in (0, a day].
+    Raises ArgumentError if ``budget_s`` is not a number of seconds in (0, a day]. When
+    the device reads more than :data:`SPEED_CHANGE` faster after the probes than the
+    figures the fit uses, warns (:class:`~wticonv.errors.SpeedChangedWarning`), or with
+    ``strict`` raises DeviceError and stores nothing.
 
     Returns ``{key: (factor, probes measured)}``, keys ``"<solver>@<direction>"`` and
     ``"<solver>"`` (all directions). Solvers that ran on no probe get no factor.
@@ -191,6 +217,11 @@ def calibrate(handle, n: int | None = None, iterations: int = 3, time_cap_ms: fl
         _import_in_background()
         runs = _measure_probes(handle, _probes(dev.kind, n), iterations, time_cap_ms,
                                progress, budget)
+        changed = _speed_change(dev)
+        if changed is not None:
+            if strict:
+                raise DeviceError(f"calibration not stored: {changed}")
+            warnings.warn(f"wticonv: {changed}", SpeedChangedWarning, stacklevel=2)
         fitted = runs + (_find_db_runs(handle) if from_find_db else [])
         factors = store_fit(dev.store, dev.key, handle.registry, fitted, dev)
     if measurements is not None:
