@@ -41,7 +41,7 @@ LAYERS = {
     "packed filter": P(1, 40, 64, 64, 37, 3, 3, pad_h=1, pad_w=1),
     "7-wide rows, stride 2": P(2, 24, 14, 13, 30, 3, 3, pad_h=1, pad_w=1, stride_h=2,
                                stride_w=2),
-    # CPU rows spanning whole groups (tiled_plan._group_tiles): 4 groups a tile, the last
+    # CPU rows spanning whole groups (tiled_groups.group_tiles): 4 groups a tile, the last
     # tile partly past G; 5 groups of 3 (15 rows); one group of 12 (an exact tile); 8
     # groups of 2 a tile over a 3x3 picture (one position block: the tiles split over
     # work-items)

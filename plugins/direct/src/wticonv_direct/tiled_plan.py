@@ -20,6 +20,7 @@ from wticonv.runtime.kit import Launch
 from wticonv.runtime.kit import round_up as _up
 
 from .programs import KERNELS
+from .tiled_groups import dot_tile, group_tiles
 from .tiled_maps import Maps, maps
 
 __all__ = ["Maps", "Launch", "Plan", "GpuTile", "GPU_TILES", "CpuParams", "CPU", "maps", "plan",
@@ -169,7 +170,7 @@ def _finish(p, launches, splits, variant, blocks, flops, lens, packed: int = 0,
     """The plan, with the split's reduction appended; ``packed``: elements of the largest
     packed copy of A (CPU fwd/bwd), which the workspace holds when there is no split;
     ``steps``: reduction steps a CPU work-item runs per set-up of its lanes when more than
-    its maps' longest reduction (grouped row tiles, :func:`_group_tiles`)."""
+    its maps' longest reduction (grouped row tiles, tiled_groups.group_tiles)."""
     out = {"fwd": "y", "bwd": "x", "wrw": "w"}[p.direction]
     ws = 4 * lens[out] * splits if splits > 1 else 4 * packed
     if splits > 1:
@@ -293,51 +294,6 @@ def _pack(mp: Maps, mb: int, options: str) -> tuple[Maps, Launch, int]:
     return packed, launch, total
 
 
-def _dot_tile(mp: Maps, prm: CpuParams) -> tuple[int, int]:
-    """``(rows, columns)`` of a tiled_dot work-item's dot products on map ``mp``:
-    ``prm``'s, except for groups (G > 1), whose K/G rows and C/G x R x S columns are
-    short: rows rounded up to 4 (at most ``prm.dot_m``), and 36 columns where they count a
-    multiple of 36 (3x3 filters over a multiple of 4 channels). ResNeXt-50's grouped 3x3
-    backward weights at N=8 ran blocks of 32 x 32 with 4 x 36 of them real: 4 x 36
-    blocks 3-5x faster on 4 channels a group, 8 x 36 3x on 8, 16 x 36 2.1x on RegNet's 16;
-    32 x 36 1.2-1.3x on 24 and 32 (2-core Zen 4, PoCL 3.1, best of 5)."""
-    if mp.G == 1:
-        return prm.dot_m, prm.dot_n
-    rows = min(prm.dot_m, _up(mp.M, 4))
-    return rows, 36 if mp.P % 36 == 0 else prm.dot_n
-
-
-#: Position blocks of a grouped plan (:func:`_group_tiles`) from which each work-item
-#: runs every row tile of its block: enough work-items for PoCL to spread over the cores.
-GROUP_TILE_MIN_BLOCKS = 64
-
-
-def _group_tiles(mp: Maps, mb: int, npos: int) -> tuple[int, int, int]:
-    """``(gt, rows, shares)`` of a CPU fwd/bwd map whose groups have fewer channels
-    (``mp.M``) than a row tile of ``mb``: ``gt`` whole groups per tile of ``rows`` = gt x M
-    rows (gt = mb // M; where it is 1, one group's M channels exactly), and the tiles of
-    a block of positions split into ``shares`` work-items (1: one work-item sets its lanes
-    up once for all G / gt tiles). ``(1, mb, 0)`` for other maps.
-
-    ResNeXt-50's 3x3 layers (32 groups of 4 to 32 channels) ran rows of 16 with 4 of them
-    used, set up for 36 reduction steps (the 4 channels x 3 x 3 of one group): forward on
-    56x56 and 28x28 pictures at N=8 3.5x and 2.4x faster with tiles of 4 groups, backward
-    data at stride 1 1.1-2x (2-core Zen 4, PoCL 3.1). Backward data at stride 2 (a map
-    per stride phase, each writing every second pixel of dx across all the groups' planes)
-    ran 1.13x slower this way on 56x56 pictures, and lanes loaded element by element (the
-    "gather" mode) load once per group and step: both keep one group a tile (the caller
-    asks only for single-map plans with vector lanes)."""
-    if mp.G == 1 or mp.M >= mb:
-        return 1, mb, 0
-    gt = mb // mp.M
-    if gt == 1:
-        return 1, mp.M, 0
-    tiles = -(-mp.G // gt)
-    shares = 1 if npos >= GROUP_TILE_MIN_BLOCKS else min(
-        tiles, -(-GROUP_TILE_MIN_BLOCKS // npos))
-    return gt, gt * mp.M, shares
-
-
 def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
               gpu_local: int = 0, workspace_limit: int | None = None,
               pack: bool | None = None, auto_narrow: bool = True) -> Plan:
@@ -374,7 +330,7 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
                 and _cpu_lanes(mp, False, CPU_NARROW.vw) == "rows"):
             prm = CPU_NARROW
         if dot:
-            mb, pb = _dot_tile(mp, prm)
+            mb, pb = dot_tile(mp, prm.dot_m, prm.dot_n)
             per = -(-p.n // max(1, min(splits_wanted, p.n)))
             splits = -(-p.n // per)
             if splits > 1:
@@ -391,7 +347,7 @@ def _cpu_plan(p, splits_wanted: int, lens: dict, prm: CpuParams = CPU,
             padded_p = npos * pb
         gt, shares = 1, 0
         if not dot and not gpu_local and variant != "gather" and len(mps) == 1:
-            gt, mb, shares = _group_tiles(mp, mb, npos)
+            gt, mb, shares = group_tiles(mp, mb, npos)
         nm = -(-mp.M // mb)
         options = (dataclasses.replace(prm, dot_m=mb, dot_n=pb).options(prm.mr) if dot
                    else prm.options(mb))
