@@ -21,7 +21,7 @@ from wticonv.torch.errors import input_error, layer_error
 from wticonv.torch.handles import handle_id
 from wticonv.torch.ops import conv2d_op
 from wticonv.torch.shapes import check_problem
-from wticonv.torch.tensors import check_castable, check_devices, check_dtypes
+from wticonv.torch.tensors import check_castable, check_dtypes
 
 __all__ = ["conv2d", "conv2d_by_id", "pads"]
 
@@ -183,12 +183,10 @@ def conv2d_by_id(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     pad = pads(padding, (weight.shape[2], weight.shape[3]), st, dil, layer)
     if not _autocast(input.device):
         check_dtypes(input, weight, bias, cast, layer)
-    else:           # autocast: its rule (float32) makes the dtypes match, not torch's check
-        check_devices(input, weight, bias, layer)
-        if cast:
-            for what, t in (("input", input), ("weight", weight), ("bias", bias)):
-                if t is not None:
-                    check_castable(t, what, layer)
+    elif cast:      # autocast: its rule (float32) makes the dtypes match, not torch's check
+        for what, t in (("input", input), ("weight", weight), ("bias", bias)):
+            if t is not None:       # (the devices: the op checks them, under autocast too)
+                check_castable(t, what, layer)
     if not torch.jit.is_tracing():     # its sizes are traced tensors (the op checks again)
         check_problem(input.shape, weight.shape, st, pad, dil, groups, layer, "fwd",
                       bias_shape=None if bias is None else bias.shape)
