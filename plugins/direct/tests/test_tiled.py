@@ -467,3 +467,26 @@ def test_gpu_wti_scales_the_chosen_plan_by_its_build_bias():
     bias = tiled_wti.PLAN_BIAS[("gpu", plan.variant)]
     assert 0.4 < bias < 1.0
     assert tiled_wti.wti(p, plan, gpu) == pytest.approx(p.flops / (gpu.peak_flops * t * bias))
+
+
+def test_the_8_deep_builds_bias_is_its_directions_own():
+    # 64x128k8's forward and backward-data plans ran 0.67 / 0.66 of their modelled time on
+    # the H200, its backward-weights plans far less: one figure per direction, the
+    # build's own for any direction without one, 1.0 for a build without any.
+    assert tiled_wti.plan_bias("gpu", "64x128k8", "fwd") == 0.67
+    assert tiled_wti.plan_bias("gpu", "64x128k8", "bwd") == 0.66
+    assert tiled_wti.plan_bias("gpu", "64x128k8", "wrw") == tiled_wti.PLAN_BIAS[
+        ("gpu", "64x128k8")] == 0.51
+    assert tiled_wti.plan_bias("gpu", "128x128", "bwd") == 0.75
+    assert tiled_wti.plan_bias("cpu", "flat", "fwd") == 1.0
+    from wticonv.testing.launches import RecordingDevice
+
+    # the H100's measured figures (benchmarks/results/evaluate-test9-n32-h100-c)
+    gpu = RecordingDevice("gpu", compute_units=132, peak_flops=6.259e13, bandwidth=2.964e12,
+                          launch_overhead_s=11.2e-6)
+    # regnet_y_3_2gf's 72 -> 32 1x1 stride-2 backward data at N=32: an 8-deep plan
+    p = P(32, 32, 112, 112, 72, 1, 1, stride_h=2, stride_w=2, direction="bwd")
+    plan = tiled_plan.plan(p, "gpu", 132, None, gpu.peak_flops, gpu.bandwidth, 11.2e-6)
+    assert plan.variant == "64x128k8"
+    t = tiled_wti.plan_seconds(plan, "gpu", 132, gpu.peak_flops, gpu.bandwidth, 11.2e-6)
+    assert tiled_wti.wti(p, plan, gpu) == pytest.approx(p.flops / (gpu.peak_flops * t * 0.66))

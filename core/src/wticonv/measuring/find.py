@@ -31,7 +31,7 @@ from wticonv.measuring.precompile import precompile_problems
 from wticonv.measuring.timing import check_limits, problem_tensors, timed_together
 from wticonv.problem.conv import ConvProblem
 
-__all__ = ["FindResult", "find", "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
+__all__ = ["record_results", "FindResult", "find", "DEFAULT_ITERATIONS", "DEFAULT_TIME_CAP_MS"]
 
 #: Timed runs per solver after the warm-up (fewer when the time cap is reached).
 DEFAULT_ITERATIONS = 5
@@ -134,12 +134,20 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
     except WticonvError as e:           # the tensors themselves do not fit
         for r in active:
             r.reason = str(e).splitlines()[0]
-    ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
     if record:
-        handle.forget_selections()
-        handle.device.store.put_find_records(
-            handle.device.key, problem.key,
-            [(r.solver_id, r.version, r.workspace, r.time_ms, r.runs, r.capped) for r in ran])
+        record_results(handle, problem, results)
+    ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
     return ran + sorted((r for r in results if r.time_ms is None), key=lambda r: r.solver_id)
+
+
+def record_results(handle, problem: ConvProblem, results) -> None:
+    """Store the timed ones of ``results`` (:class:`FindResult`) as ``problem``'s find-db
+    records on ``handle``'s device, replacing its earlier ones, and forget the handle's
+    remembered selections (they may rest on the old records)."""
+    ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
+    handle.forget_selections()
+    handle.device.store.put_find_records(
+        handle.device.key, problem.key,
+        [(r.solver_id, r.version, r.workspace, r.time_ms, r.runs, r.capped) for r in ran])
 
 

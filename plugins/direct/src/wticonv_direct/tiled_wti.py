@@ -37,7 +37,7 @@ from wticonv import WTI_UNKNOWN
 from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S, launch_overhead_s, modelled_kind
 
 __all__ = ["EFFICIENCY", "SLOTS_PER_CU", "SETUP_STEPS", "DOT_SETUP_STEPS", "LANES_STEP_S",
-           "plan_seconds", "seconds", "wti"]
+           "plan_seconds", "seconds", "wti", "PLAN_BIAS", "plan_bias"]
 
 #: Fraction of peak FP32 of the inner loops on large problems, by (device kind, variant).
 #: GPU variants are tile builds (tiled_plan.GPU_TILES) and "lanes" (tiled_cpu.cl's kernel
@@ -119,17 +119,31 @@ def seconds(kind: str, variant: str, blocks: int, padded_flops: float, traffic_b
 #: planner's comparison of builds is not. Efficiencies rescaled by these figures moved
 #: 228 problems to other builds, which measured as fast or slower (docs/wti-models.md):
 #: the figures describe the problems each build is chosen for, and a correction fitted
-#: over all of direct.tiled's runs cannot tell the builds apart.
+#: over all of direct.tiled's runs cannot tell the builds apart. A (kind, build,
+#: direction) entry overrides its build's figure for that direction: the 8-deep build's
+#: one figure (0.51) mixed forward and backward data (0.67 and 0.66 on the same H200
+#: runs) with backward weights (0.18), so its forward and backward-data plans were
+#: predicted 1.3x too fast on an H100 nobody fitted to (1.30-1.36, 229 calibration-probe
+#: runs; regnet_y_3_2gf's 72 -> 32 1x1 stride-2 backward data at N=32: predicted 0.104
+#: ms, measured 0.22-0.23, against gemm.1x1's 0.14).
 PLAN_BIAS = {("gpu", "128x128"): 0.75, ("gpu", "64x128"): 0.89, ("gpu", "64x128k8"): 0.51,
-             ("gpu", "64x64"): 0.93, ("gpu", "16x256"): 0.82}
+             ("gpu", "64x64"): 0.93, ("gpu", "16x256"): 0.82,
+             ("gpu", "64x128k8", "fwd"): 0.67, ("gpu", "64x128k8", "bwd"): 0.66}
+
+
+def plan_bias(kind: str, variant: str, direction: str) -> float:
+    """:data:`PLAN_BIAS` of a plan of build ``variant`` in ``direction`` on a device of
+    ``kind``: the direction's own figure, else the build's, else 1."""
+    return PLAN_BIAS.get((kind, variant, direction), PLAN_BIAS.get((kind, variant), 1.0))
 
 
 def wti(problem, plan, device) -> float:
     """``problem.flops / (peak * predicted time)``, the time scaled by
-    :data:`PLAN_BIAS`; -2.0 on unmodelled device kinds."""
+    :func:`plan_bias`; -2.0 on unmodelled device kinds."""
     kind = modelled_kind(device)
     if kind is None:
         return WTI_UNKNOWN
     t = plan_seconds(plan, kind, device.info.compute_units, device.peak_flops,
                      device.bandwidth, launch_overhead_s(device))
-    return problem.flops / (device.peak_flops * t * PLAN_BIAS.get((kind, plan.variant), 1.0))
+    return problem.flops / (device.peak_flops * t
+                            * plan_bias(kind, plan.variant, problem.direction))
