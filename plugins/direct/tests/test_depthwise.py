@@ -14,8 +14,8 @@ from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.workloads.networks import load_network
 from wticonv.runtime.kit import FALLBACK_LAUNCH_OVERHEAD_S as LAUNCH_OVERHEAD_S
 from wticonv_direct import depthwise_plan
-from wticonv_direct.depthwise import (EFFICIENCY, GPU_EFFICIENCY, STREAMING, WRW_EFFICIENCY,
-                                      WRW_TAPS, solver)
+from wticonv_direct.depthwise import (EFFICIENCY, GPU_EFFICIENCY, GPU_TAP_STEP_S, STREAMING,
+                                      WRW_EFFICIENCY, WRW_TAPS, solver)
 from wticonv_direct.naive import solver as naive_solver
 
 P = ConvProblem
@@ -349,3 +349,26 @@ def test_solver_is_chosen_for_depthwise_layers(handle):
                 assert sel.solver_id in ("direct.depthwise", "direct.naive")
             else:
                 assert sel.solver_id == "direct.depthwise"
+
+
+def test_gpu_fwd_and_bwd_take_at_least_a_work_items_chain_of_taps():
+    # ConvNeXt's 7x7 depthwise layer on 7x7 pictures at N=1 (768 channels): on an H100
+    # (62.6 TFLOP/s, 3 TB/s, 11.2 us a launch) the arithmetic and memory terms give
+    # about 2 us, but each work-item's 4 rows x 49 taps are a chain of dependent loads
+    h100 = SimpleNamespace(kind="gpu", peak_flops=6.26e13, bandwidth=2.96e12,
+                           launch_overhead_s=11.2e-6, info=SimpleNamespace(compute_units=132))
+    th = depthwise_plan.PARAMS["gpu"].th
+    for direction in ("fwd", "bwd"):
+        p = dwp(1, 768, 7, 7, 1, 7, 7, pad_h=3, pad_w=3).with_direction(direction)
+        floor = 7 * 7 * th * GPU_TAP_STEP_S
+        kernel = depthwise_plan.plan(p, "gpu", 132).launches[0].kernel
+        assert p.flops / (6.26e13 * GPU_EFFICIENCY[kernel]) < floor / 4
+        seconds = 11.2e-6 + floor                               # 22.96 us; measured 23
+        assert solver.get_wti(p, h100, None) == pytest.approx(p.flops / (6.26e13 * seconds))
+    # a full device is still charged its arithmetic: MobileNetV2-like 5x5 at N=32
+    big = dwp(32, 480, 28, 28, 1, 5, 5, pad_h=2, pad_w=2)
+    arith = big.flops / (6.26e13 * GPU_EFFICIENCY["dw_fwd_any"])
+    assert arith > 25 * th * GPU_TAP_STEP_S
+    memory = 4 * (2 * 32 * 480 * 28 * 28 + 480 * 25) / (2.96e12 * STREAMING["gpu"])
+    assert solver.get_wti(big, h100, None) == pytest.approx(
+        big.flops / (6.26e13 * (11.2e-6 + max(arith, memory))))

@@ -18,14 +18,17 @@ WTI model (fraction of ``device.peak_flops``, see docs/wti-models.md)::
 
     time = launches * overhead
            + max(bytes / (device.bandwidth * STREAMING[kind]),
-                 flops / (device.peak_flops * efficiency))
+                 flops / (device.peak_flops * efficiency),
+                 R * S * th * GPU_TAP_STEP_S)                   (GPUs, fwd and bwd)
     WTI  = flops / (device.peak_flops * time)
 
 where bytes (B) counts every element of x, w and y read or written once, plus the
 workspace written and read again, flops = ``problem.flops`` (2*N*K*Ho*Wo*R*S) and
 overhead the device's measured launch overhead (:func:`wticonv.runtime.kit.launch_overhead_s`);
 efficiency is ``EFFICIENCY["cpu"]`` on CPUs and, on GPUs, ``GPU_EFFICIENCY`` of the kernel
-the plan launches (the 3x3 kernels, the generic one, backward data at a stride).
+the plan launches (the 3x3 kernels, the generic one, backward data at a stride); the
+last term is a work-item's serial chain of taps (:data:`GPU_TAP_STEP_S`), the floor of a
+launch however few work-items it has.
 Backward weights on GPUs is bound by its loads of x instead, one per filter tap and dy
 element, the taps taken :data:`WRW_TAPS` at a time (the last group padded)::
 
@@ -42,7 +45,7 @@ from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind, progr
 from . import depthwise_plan
 
 __all__ = ["DepthwiseSolver", "solver", "EFFICIENCY", "GPU_EFFICIENCY", "STREAMING",
-           "WRW_EFFICIENCY", "WRW_TAPS", "predicted_seconds"]
+           "WRW_EFFICIENCY", "WRW_TAPS", "GPU_TAP_STEP_S", "predicted_seconds"]
 
 #: Fraction of the measured peak FP32 rate the kernels reach where arithmetic, not memory,
 #: limits them. CPU 0.16: measured on the 2-core AMD EPYC (Zen 5, AVX-512) through PoCL
@@ -80,6 +83,18 @@ WRW_TAPS = 9
 #: the 100 of the test networks (against 0.54 for the bandwidth model, which predicted
 #: 3x3 filters 1.1-1.9x too fast, 5x5 1.9-3.7x and 7x7 2.8-7.6x).
 WRW_EFFICIENCY = {"gpu": 0.0158}
+#: Seconds per filter tap of one work-item of a GPU forward or backward-data kernel, which
+#: computes ``PARAMS["gpu"].th`` output rows of one column, each tap a load of x waiting
+#: on the one before: however few work-items a problem has, a launch takes at least
+#: ``R x S x th`` such steps (the arithmetic term above assumes the device is full).
+#: Fitted to the H200's forward and backward-data runs at N=1 of the development
+#: networks' 5x5 and 7x7 depthwise layers (benchmarks/results/corpus-dev-n1-h200.csv, 58
+#: runs): after the launch overhead, 43-70 ns per step on their smaller pictures (7x7 to
+#: 28x28, at 100 and 196 steps), more where the picture is large enough for the
+#: arithmetic to take over. Without it, ConvNeXt's 7x7 layer on 7x7 pictures at N=1 was
+#: predicted 14-20 us on an H100 and ran 23 us in each of four runs, where
+#: ``direct.naive`` takes 11-14.
+GPU_TAP_STEP_S = 60e-9
 
 
 def _bytes(problem, workspace: int) -> int:
@@ -107,7 +122,8 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
         compute = 2 * p.n * p.k * p.ho * p.wo * taps / (peak * WRW_EFFICIENCY[kind])
     elif kind == "gpu":
         eff = GPU_EFFICIENCY.get(pl.launches[0].kernel, EFFICIENCY[kind])
-        compute = p.flops / (peak * eff)
+        compute = max(p.flops / (peak * eff),
+                      p.r * p.s * depthwise_plan.PARAMS[kind].th * GPU_TAP_STEP_S)
     else:
         compute = p.flops / (peak * EFFICIENCY[kind])
     return len(pl.launches) * launch_overhead_s(device) + max(memory, compute)
