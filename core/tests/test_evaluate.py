@@ -174,7 +174,69 @@ def test_a_missed_case_is_timed_again_and_keeps_each_solvers_faster_time(own_han
     assert again.measured_ms[pick] < slow[pick] / 100        # timed again: what it takes
     assert again.measured_ms[spelled.best] <= slow[spelled.best]
     assert again.slowdown["fallback"] < spelled.slowdown["fallback"] / 100
+    assert pick in again.retimed and spelled.best in again.retimed
+    assert set(again.retimed) == {s for s in spelled.chosen.values() if s in first} | {
+        spelled.best}                                   # every rule's choice, and the best
     stored = h.device.store.get_find_records(h.device.key, p.key)
     assert stored[pick][2] == pytest.approx(again.measured_ms[pick])
-    untouched = set(first) - {pick, spelled.best}
+    assert stored[pick][3] >= 4                         # runs of both timings (2 + 2 or more)
+    untouched = set(first) - set(again.retimed)
     assert all(stored[s][2] == pytest.approx(first[s]) for s in untouched)
+
+
+def test_confirm_times_every_rules_choice_so_none_becomes_a_miss_on_one_timing(
+        monkeypatch):
+    """A rule within 10 % on the first timing (always GEMM at 1.08x) must not be scored a
+    miss because the fastest solver's second timing came out faster: its own choice is
+    timed again too. Timings and the rules' choices are stubbed: the fallback picks a 50x
+    slower solver, and every solver's second timing is 10 % faster than its first."""
+    from wticonv.measuring import evaluate as ev
+
+    first = {"winograd.f2x3": 1.0, "gemm.im2col": 1.08, "direct.tiled": 50.0}
+    picks = ("direct.tiled", "gemm.im2col", "winograd.f2x3")
+
+    def rules(handle, problem, measured, workspace_limit=None, count=1):
+        return _case(problem, count, measured, *picks)
+
+    seen = []
+
+    def second(handle, problem, iterations, cap, limit, solvers, *a, **k):
+        seen.append(set(solvers))
+        return {sid: (first[sid] * 0.9, 3, False, 0, None) for sid in solvers}
+
+    monkeypatch.setattr(ev, "score", rules)
+    monkeypatch.setattr(ev, "timed_together", second)
+    case = rules(None, A, first)
+    assert case.slowdown["always GEMM"] == pytest.approx(1.08)
+    again = ev.confirm(None, case, 2, 1000.0)
+    assert seen == [set(first)]                      # every rule's choice and the best
+    assert again.slowdown["always GEMM"] == pytest.approx(1.08)      # still within 10 %
+    assert again.slowdown["fallback"] == pytest.approx(50.0)
+    assert again.retimed == tuple(sorted(first))
+    # a solver that fails the second time keeps its first time, with a warning
+    from wticonv.errors import WticonvError
+
+    def failing(handle, problem, iterations, cap, limit, solvers, *a, **k):
+        return {sid: WticonvError("gone") if sid == "direct.tiled"
+                else (first[sid], 3, False, 0, None) for sid in solvers}
+
+    monkeypatch.setattr(ev, "timed_together", failing)
+    with pytest.warns(UserWarning, match="direct.tiled failed .* first time is kept"):
+        kept = ev.confirm(None, case, 2, 1000.0)
+    assert kept.measured_ms["direct.tiled"] == 50.0
+    assert "direct.tiled" not in kept.retimed
+
+
+@pytest.mark.parametrize("bad", ["1.1", float("nan"), float("inf"), 0, -1, 0.5, True])
+def test_confirm_above_must_be_none_or_a_finite_slowdown_of_at_least_one(bad, own_handle):
+    from wticonv.measuring.evaluate import check_confirm_above, confirm, evaluate
+
+    with pytest.raises(ValueError, match="confirm_above"):
+        check_confirm_above(bad)
+    with pytest.raises(ValueError, match="confirm_above"):     # before anything is timed
+        evaluate(own_handle, [A], iterations=1, confirm_above=bad)
+    case = _case(A, 1, {"direct.naive": 1.0}, "direct.naive", None, "direct.naive")
+    with pytest.raises(ValueError, match="confirm_above"):
+        confirm(own_handle, case, 1, 1000.0, above=bad)
+    for good in (None, 1, 1.0, 1.1, 3):
+        check_confirm_above(good)

@@ -111,7 +111,8 @@ def evaluate_on(cluster, device, counts, as_json, iterations, time_cap_ms, works
                         "cases": [{"problem": c.problem.key, "count": c.count, "best": c.best,
                                    "chosen": c.chosen, "slowdown": c.slowdown,
                                    "measured_ms": c.measured_ms,
-                                   "predicted_ms": c.predicted_ms} for c in cases]})
+                                   "predicted_ms": c.predicted_ms,
+                                   "retimed": list(c.retimed)} for c in cases]})
         if not as_json:
             click.echo(f"== {_name(report, res)}")
             _print_evaluation(cases, summary)

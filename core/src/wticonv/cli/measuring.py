@@ -252,7 +252,8 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
                     "cases": [{"problem": c.problem.key, "count": c.count, "best": c.best,
                                "chosen": c.chosen, "slowdown": c.slowdown,
                                "measured_ms": c.measured_ms,
-                               "predicted_ms": c.predicted_ms} for c in cases]})
+                               "predicted_ms": c.predicted_ms,
+                               "retimed": list(c.retimed)} for c in cases]})
     else:
         _print_evaluation(cases, summary)
     if csv_path:

@@ -202,7 +202,8 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
             c = item["case"]
             cases.append(Case(parse_key(p.key), c["best"], dict(c["chosen"]),
                               dict(c["slowdown"]), dict(c["measured_ms"]),
-                              dict(c["predicted_ms"]), weights[p]))
+                              dict(c["predicted_ms"]), weights[p],
+                              tuple(c.get("retimed", ()))))
         report.cases[res] = cases
     return report
 

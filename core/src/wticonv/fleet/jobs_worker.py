@@ -143,7 +143,8 @@ def _evaluate(handle, spec: dict) -> list:
                 records = [(r.solver_id, r.version, r.workspace, r.time_ms, r.runs,
                             r.capped) for r in results if r.time_ms is not None]
             case = {"best": c.best, "chosen": c.chosen, "slowdown": c.slowdown,
-                    "measured_ms": c.measured_ms, "predicted_ms": c.predicted_ms}
+                    "measured_ms": c.measured_ms, "predicted_ms": c.predicted_ms,
+                    "retimed": list(c.retimed)}
         out.append({"problem": key, "records": records, "case": case, "reason": why})
     return out
 

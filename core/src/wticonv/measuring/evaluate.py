@@ -30,7 +30,7 @@ measurement, with its predicted time, can be written as CSV (:func:`write_csv`) 
 drawn as predicted against measured time per solver (:func:`write_plot`, matplotlib).
 
 A case a rule misses by more than :data:`CONFIRM_ABOVE` is timed once more before it is
-scored (:func:`confirm`): that rule's choice and the fastest solver, interleaved, each
+scored (:func:`confirm`): every rule's choice and the fastest solver, interleaved, each
 keeping its fastest run over both timings. Interference only ever adds time, so the
 second timing can only bring either figure closer to what the kernel takes; a real miss
 stays a miss, a slow spell that fell on one solver's runs does not count as one.
@@ -50,13 +50,14 @@ from wticonv.measuring.timing import timed_together
 from wticonv.selection.ranking import select
 
 __all__ = ["Case", "evaluate", "score", "confirm", "summarize", "write_csv", "write_plot",
-           "RULES", "CONFIRM_ABOVE"]
+           "RULES", "CONFIRM_ABOVE", "check_confirm_above"]
 
 #: The choice rules compared, in report order.
 RULES = ("fallback", "always GEMM", "lowest workspace")
 
 #: A rule's slowdown above which its case is timed once more (:func:`confirm`): the
-#: within-10 % line, so that every case counted as a miss has been timed twice. On a
+#: within-10 % line, so that every case counted as a miss has been timed twice (every
+#: rule's choice and the fastest solver, whichever rule missed). On a
 #: 2-core AMD EPYC (Zen 4) guest, PoCL 3.1, a slow spell of seconds fell on one solver's
 #: interleaved runs: `evaluate` scored direct.tiled on squeezenet1_0's 128 -> 16 1x1
 #: forward at 54x54, N=4, 2.17x off (1.7-2.4 ms against gemm.1x1's 0.8-0.9), where both
@@ -84,6 +85,9 @@ class Case:
     count : int
         How many layers of the network have this problem (its weight in the
         time-weighted slowdown); 1 by default.
+    retimed : tuple
+        Solver ids timed a second time by :func:`confirm` (their times are the faster of
+        the two); empty when the case was scored on its first timing.
     """
 
     problem: object
@@ -93,6 +97,7 @@ class Case:
     measured_ms: dict = field(default_factory=dict)
     predicted_ms: dict = field(default_factory=dict)
     count: int = 1
+    retimed: tuple = ()
 
 
 def _gemm(candidates) -> str | None:
@@ -128,9 +133,9 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
              ) -> list[Case]:
     """Measure every applicable solver on each problem and score the choice rules.
 
-    A case some rule misses by more than ``confirm_above`` (a slowdown; None: never) is
-    timed again as :func:`confirm` says before it is scored, and the find-db gets the
-    fastest times of both timings.
+    A case some rule misses by more than ``confirm_above`` (a finite slowdown >= 1;
+    None: never) is timed again as :func:`confirm` says before it is scored, and the
+    find-db gets the fastest times of both timings.
 
     ``progress``, when given, is called with (index, count, problem) before each problem.
     ``counts`` weighs the problems for the time-weighted slowdown (:func:`summarize`): a
@@ -141,9 +146,11 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
     Raises
     ------
     ValueError
-        A count that is not a positive number, or a sequence of counts of another length
-        than ``problems``.
+        A count that is not a positive number, a sequence of counts of another length
+        than ``problems``, or a ``confirm_above`` that is neither None nor a finite
+        number >= 1 (checked before anything is timed).
     """
+    check_confirm_above(confirm_above)
     cases = []
     problems = list(problems)
     weights = _counts(problems, counts)
@@ -166,33 +173,68 @@ def evaluate(handle, problems, iterations: int = DEFAULT_ITERATIONS,
     return cases
 
 
+def check_confirm_above(value) -> None:
+    """ValueError unless ``value`` is None or a finite number of at least 1 (a slowdown:
+    1.0 re-times every case whose rules did not all pick the fastest)."""
+    if value is None:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 1.0 <= value < math.inf):
+        raise ValueError(f"confirm_above={value!r} must be None (never time a case again) "
+                         "or a finite slowdown of at least 1.0, such as "
+                         f"{CONFIRM_ABOVE} (the default)")
+
+
 def confirm(handle, case: Case, iterations: int, time_cap_ms: float,
             workspace_limit: int | None = None, above: float = CONFIRM_ABOVE,
             results=None) -> Case:
-    """``case`` scored again after a second timing of the solvers it rests on, where some
-    rule's slowdown is above ``above``: that rule's choice and the fastest solver are timed
-    together (:func:`wticonv.measuring.timing.timed_together`, ``iterations`` rounds, the
-    perf config immediate mode gives them) and each keeps the faster of its two times.
-    ``case`` itself is returned where no rule is above ``above``. ``results`` (the
-    problem's :class:`~wticonv.measuring.find.FindResult` list) get the new times and go
-    back to the find-db when given. A solver that fails on the second timing keeps its
-    first time."""
-    doubtful = {sid for rule, sid in case.chosen.items()
-                if sid is not None and (case.slowdown.get(rule) or 0.0) > above}
+    """``case`` scored again after a second timing, where some rule's slowdown is above
+    ``above`` (a finite number >= 1): the choices of *every* rule and the fastest solver
+    are timed together (:func:`wticonv.measuring.timing.timed_together`, ``iterations``
+    rounds, the perf config immediate mode gives them) and each keeps the faster of its
+    two times, so that every rule's slowdown rests on two timings of both its choice and
+    the fastest. The case is then scored afresh on ``handle`` (:func:`score`: the rules'
+    choices are made again, not read from ``case.chosen``) with ``retimed`` set to the
+    solvers timed twice. ``case`` itself is returned where no rule is above ``above``.
+
+    ``results`` (the problem's :class:`~wticonv.measuring.find.FindResult` list), when
+    given, get the new times (their ``runs`` counting both timings) and go back to the
+    find-db. A solver that fails on the second timing keeps its first time, with a
+    warning.
+
+    Raises
+    ------
+    ValueError
+        ``above`` is not a finite number >= 1.
+    """
+    check_confirm_above(above)
+    doubtful = any(sid is not None and (case.slowdown.get(rule) or 0.0) > above
+                   for rule, sid in case.chosen.items())
     if not doubtful:
         return case
+    again_ids = sorted({sid for sid in case.chosen.values()
+                        if sid is not None and sid in case.measured_ms} | {case.best})
     again = timed_together(handle, case.problem, iterations, time_cap_ms, workspace_limit,
-                           dict.fromkeys(sorted(doubtful | {case.best})))
+                           dict.fromkeys(again_ids))
     measured = dict(case.measured_ms)
+    runs = {}
     for sid, t in again.items():
-        if isinstance(t, tuple) and sid in measured:
+        if isinstance(t, tuple):
             measured[sid] = min(measured[sid], t[0])
+            runs[sid] = t[1]
+        else:
+            warnings.warn(f"wticonv: {sid} failed when {case.problem.key} was timed again "
+                          f"({str(t).splitlines()[0]}); its first time is kept",
+                          stacklevel=2)
     if results is not None:
         for r in results:
-            if r.time_ms is not None:
+            if r.solver_id in runs:
                 r.time_ms = measured[r.solver_id]
+                r.runs += runs[r.solver_id]
         record_results(handle, case.problem, results)
-    return score(handle, case.problem, measured, workspace_limit, case.count)
+    out = score(handle, case.problem, measured, workspace_limit, case.count)
+    out.retimed = tuple(sorted(runs))
+    return out
 
 
 def score(handle, problem, measured: dict, workspace_limit: int | None = None,
