@@ -212,9 +212,9 @@ def evaluate(as_json, device, workspace_limit, network, n, directions, iteration
     share within 10 % of the best, top-1 agreement, mean and worst slowdown, and the
     time-weighted slowdown (time-wtd), what a user feels: the network's conv time with
     the rule's choices (each layer at its count) over its time with the fastest solvers.
-    A case some rule misses by more than 10 % is timed once more (its choice and the
-    fastest, interleaved; each keeps its faster time), so that a slow spell of the
-    machine is not scored as a miss.
+    A case some rule misses by more than 10 % is timed once more (every rule's choice
+    and the fastest, interleaved; each keeps its faster time; marked "timed twice"), so
+    that a slow spell of the machine is not scored as a miss.
     """
     from wticonv.measuring import evaluate as ev
     check_resume(no_resume, cluster)

@@ -134,9 +134,9 @@ def find(handle, problem: ConvProblem, iterations: int = DEFAULT_ITERATIONS,
     except WticonvError as e:           # the tensors themselves do not fit
         for r in active:
             r.reason = str(e).splitlines()[0]
-    if record:
-        record_results(handle, problem, results)
     ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
+    if record:
+        _store(handle, problem, ran)
     return ran + sorted((r for r in results if r.time_ms is None), key=lambda r: r.solver_id)
 
 
@@ -144,7 +144,11 @@ def record_results(handle, problem: ConvProblem, results) -> None:
     """Store the timed ones of ``results`` (:class:`FindResult`) as ``problem``'s find-db
     records on ``handle``'s device, replacing its earlier ones, and forget the handle's
     remembered selections (they may rest on the old records)."""
-    ran = sorted((r for r in results if r.time_ms is not None), key=lambda r: r.time_ms)
+    _store(handle, problem, sorted((r for r in results if r.time_ms is not None),
+                                   key=lambda r: r.time_ms))
+
+
+def _store(handle, problem: ConvProblem, ran) -> None:
     handle.forget_selections()
     handle.device.store.put_find_records(
         handle.device.key, problem.key,
