@@ -158,7 +158,13 @@ def test_boosted_trees_match_scikit_learn_and_find_what_a_line_cannot():
         ys.append(math.log(runs[-1][3] / pred))      # the fit's target, rounded alike
     model, _ = fit_correction(runs, GPU)["s"]
     assert isinstance(model, dict) and len(model["feature"]) == TREES["n_estimators"]
-    ref = GradientBoostingRegressor(**TREES).fit(xs, ys).predict(xs)
+    # the fit takes the runs in one order, whatever order they come in (the trees'
+    # subsampling draws by position): calibrate's random probe order and a replay's sorted
+    # one give the same model
+    assert fit_correction(runs[::-1], GPU)["s"][0] == model
+    order = sorted(range(len(runs)), key=lambda i: (runs[i][0].key, runs[i][2]))
+    ref = GradientBoostingRegressor(**TREES).fit([xs[i] for i in order],
+                                                 [ys[i] for i in order]).predict(xs)
     ours = Trees({"s": model})
     got = [ours.log_corrections([x])[0] for x in xs]
     assert got == pytest.approx(list(ref), abs=1e-9)

@@ -151,7 +151,10 @@ def fit_correction(runs, device, ridge: float = RIDGE, method: str | None = None
     if not (isinstance(ridge, (int, float)) and 0 < ridge < float("inf")):
         raise ValueError(f"ridge={ridge!r} must be a positive finite number")
     by_solver: dict[str, tuple[list, list]] = {}
-    for p, sid, pred, t in runs:
+    # in a fixed order whatever order the runs came in (probes are timed in random order,
+    # a replay reads them sorted): the trees' subsampling draws rows by position, so the
+    # same runs give the same model in calibrate and in tools/heldout.py
+    for p, sid, pred, t in sorted(runs, key=lambda r: (r[0].key, r[1], r[2], r[3])):
         if not (pred and t and pred > 0 and t > 0):
             continue
         xs, ys = by_solver.setdefault(sid, ([], []))
