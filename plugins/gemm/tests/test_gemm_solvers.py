@@ -391,10 +391,30 @@ def test_cpu_sgemm_blocks_and_chunks(handle, M, N, K, lda, nb, beta):
     assert rms_range(C, ref) < 1e-6
 
 
+def test_cpu_blocks_are_even():
+    """The blocks of tiles of one CPU work-item split each axis into blocks of equal size
+    but for the last (none of one tile beside blocks of eight), keeping the number of
+    work-items the halving chose (params._even)."""
+    from wticonv_gemm import params
+
+    # ResNet-50's 256 -> 256 3x3 stride-2 layer at N=8, as its GEMM: 22 x 49 tiles; the
+    # halving picks blocks of 8 x 8 (3 x 7 work-items, the last column block 1 tile wide)
+    rb, cb = params.cpu_nn_blocks(256, 1568, 1, 2)
+    assert (rb, cb) == (8, 7)
+    assert (-(-22 // rb), -(-49 // cb)) == (3, 7)
+    for tiles in range(1, 200):
+        for block in range(1, 17):
+            even = params._even(tiles, block)
+            assert even <= block and -(-tiles // even) == -(-tiles // block)
+            last = tiles - (-(-tiles // even) - 1) * even
+            assert even - last < -(-tiles // even)     # the last block at most 1 per block short
+
+
 @pytest.mark.parametrize("M, N, K, nb, beta, blocks", [
-    # 10 x 18 tiles in blocks of 4 x 8: the last block of each axis partial, the last
-    # tile too; chunks of 256 steps and a tail of 600 % 16
-    (37, 70, 600, 1, 0, (4, 8)),
+    # 10 x 19 tiles in blocks of 4 x 7 (8 evened out to 7: three blocks of 7, 7 and 5):
+    # the last block of each axis partial, the last tile too; chunks of 256 steps and a
+    # tail of 600 % 16
+    (37, 74, 600, 1, 0, (4, 7)),
     (16, 128, 300, 3, 1, (4, 4)),   # 8 work-items kept; batches, each with its tail; beta
     (13, 9, 7, 2, 0, (1, 1)),       # a reduction shorter than a vector: the tail only
 ])
