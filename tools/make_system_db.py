@@ -151,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="calibrate's budget (default: its own, 50 s on GPUs, 240 s on CPUs)")
     ap.add_argument("--name", default=None, help="file name in plugins/sysdb, without .jsonl")
     ap.add_argument("--match", default=None,
-                    help="device pattern the records serve (default: see above); "
-                         "'exact' for the device's own key")
+                    help="device pattern the records serve (default: for a PoCL CPU "
+                         "'<platform>|<driver>-<LLVM target>-*|<driver version>', every CPU "
+                         "model of that target; else the device's exact key); 'exact' for "
+                         "the device's own key")
     ap.add_argument("--cache", default=None,
                     help="use this cache directory (default: a fresh temporary one)")
     ap.add_argument("--no-calibrate", action="store_true",
@@ -212,4 +214,10 @@ def _export_refit(args, argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except subprocess.CalledProcessError as e:
+        # wticonv printed its own error above: one line on what failed, no traceback
+        print(f"make_system_db: `{shlex.join(map(str, e.cmd[2:]))}` failed (exit status "
+              f"{e.returncode}); nothing was written", file=sys.stderr)
+        sys.exit(e.returncode or 1)

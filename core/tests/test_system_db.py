@@ -131,6 +131,37 @@ def test_the_users_own_calibration_overrides_the_system_one(device, system):
     assert sel.solver_id == "a.fast"
 
 
+def test_a_calibration_of_other_solver_versions_hides_none_that_counts(device, system):
+    """A calibration none of whose records is of an installed solver version (made before
+    an upgrade) is passed over: a stale exact key for a usable pattern, a stale user
+    calibration for the system one. Where none counts, explain still names the first."""
+    path = system(cal("b.slow", 10.0),                                     # the pattern
+                  cal("b.slow", 99.0, device=KEY, version="0.9"),          # stale exact key
+                  cal("a.fast", 99.0, device=KEY, version="0.9"))
+    sel = select(registry(), P, device)
+    slow = verdict(sel, "b.slow")
+    assert slow.source == "system calibration" and slow.system_db == str(path)
+    assert slow.wti == pytest.approx(1.0)                  # the pattern's 10, not the 99
+    # a stale calibration of the user's own: the system one still serves
+    device.store.put_calibration(device.key, [("b.slow", "0.8", 50.0, 9)])
+    sel = select(registry(), P, device)
+    assert verdict(sel, "b.slow").source == "system calibration"
+    assert verdict(sel, "b.slow").wti == pytest.approx(1.0)
+    # one usable record of the user's makes theirs the calibration, whole
+    device.store.put_calibration(device.key, [("a.fast", "1.0", 0.5, 9)])
+    sel = select(registry(), P, device)
+    assert verdict(sel, "a.fast").source == "user calibration"
+    assert verdict(sel, "b.slow").source == "model"
+    # nothing counts anywhere: the first (the user's) is named, and corrects nothing
+    from wticonv.db.system import DeviceView, pick_calibration
+    stale = ({"b.slow": ("0.8", 50.0)}, {})
+    view = DeviceView(calibrations=[("sys", {"b.slow": ("0.7", 3.0)}, {})])
+    assert pick_calibration(stale, view, {"b.slow": "1.0"})[2] == "user calibration"
+    assert pick_calibration(({}, {}), view, {"b.slow": "1.0"})[3] == "sys"
+    assert pick_calibration(({}, {}), view, {"b.slow": "0.7"})[0] == {"b.slow": ("0.7", 3.0)}
+    assert pick_calibration(({}, {}), DeviceView(), None) == ({}, {}, "", "")
+
+
 def test_system_find_db_ranks_a_problem_the_user_has_not_measured(device, system):
     system(find("b.slow", 0.01), find("a.fast", 0.5))
     sel = select(registry(), P, device)

@@ -237,7 +237,7 @@ def system_command(as_json) -> int:
 
     from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
-    from wticonv.db.system import ENV, system_databases
+    from wticonv.db.system import ENV, pick_calibration, system_databases, usable_records
     from wticonv.runtime.discovery import list_devices
 
     versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
@@ -260,11 +260,14 @@ def system_command(as_json) -> int:
     here = []
     for info in listed:
         view = dbs.view(info.key)
-        own = bool(store.get_calibration(info.key) or store.get_correction(info.key))
-        cal = [(key.split("@")[0], rec[0]) for key, rec in view.calibration.items()]
-        cal += [(sid, rec[0]) for sid, rec in view.correction.items()]
+        own_cal = (store.get_calibration(info.key), store.get_correction(info.key))
+        # the system calibration selection would use: the most specific that counts here
+        factors, models, _, name = pick_calibration(({}, {}), view, versions)
+        own = bool(usable_records(*own_cal, versions))
+        cal = [(key.split("@")[0], rec[0]) for key, rec in factors.items()]
+        cal += [(sid, rec[0]) for sid, rec in models.items()]
         here.append({"device": info.index, "name": info.name, "key": info.key,
-                     "calibration": view.calibration_source, "own_calibration": own,
+                     "calibration": name, "own_calibration": own,
                      "calibration_records": len(cal),
                      "calibration_usable": sum(usable(sid, ver) for sid, ver in cal),
                      "find_db_problems": len(view.find), "perf_db_records": len(view.perf)})

@@ -36,14 +36,17 @@ def write_probe_csv(path: str, measured: list, device) -> None:
     preferred float vector width (the CPU kernels' plans depend on it)."""
     import csv
 
+    # every float in full (repr: the shortest text that reads back as the same double):
+    # the learned correction's trees split on these values, and times rounded to 6 digits
+    # moved a replay's predictions by up to 5 % (tools/heldout.py refits from this file)
     dev = (device.info.name, device.kind, device.info.compute_units,
-           f"{device.peak_flops:.6g}", f"{device.bandwidth:.6g}",
-           f"{device.launch_overhead_s:.6g}", device.info.vector_width)
+           repr(float(device.peak_flops)), repr(float(device.bandwidth)),
+           repr(float(device.launch_overhead_s)), device.info.vector_width)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(PROBE_CSV_COLUMNS)
         for p, sid, pred, t in measured:
-            w.writerow([p.key, p.direction, sid, f"{pred:.6g}", f"{t:.6g}", *dev])
+            w.writerow([p.key, p.direction, sid, repr(float(pred)), repr(float(t)), *dev])
 
 
 def print_evaluation(cases, summary) -> None:

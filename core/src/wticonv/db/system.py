@@ -36,7 +36,7 @@ from wticonv.db.transfer import BadRecord, Record, device_matches, is_pattern, r
 from wticonv.errors import DbFileError
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV", "SystemDb", "SystemDatabases", "DeviceView",
-           "system_databases", "system_view", "override_view", "reset_system_databases"]
+           "usable_records", "pick_calibration", "system_databases", "system_view", "override_view", "reset_system_databases"]
 
 #: The entry-point group system databases are declared in.
 ENTRY_POINT_GROUP = "wticonv.system_db"
@@ -91,6 +91,39 @@ class DeviceView:
     calibration_source: str = ""
     find: dict = field(default_factory=dict)
     perf: dict = field(default_factory=dict)
+    #: Every matching device's calibration, most specific first: ``[(source, calibration,
+    #: correction)]`` (the first is the one above); :func:`pick_calibration` passes over
+    #: those of which no record is of an installed solver version.
+    calibrations: list = field(default_factory=list)
+
+
+def usable_records(calibration: dict, correction: dict, versions: dict) -> int:
+    """How many records of a calibration (``get_calibration`` / ``get_correction``
+    answers) are of the installed solver versions ``versions`` (``{solver id: version}``)."""
+    return (sum(versions.get(key.split("@")[0]) == rec[0] for key, rec in calibration.items())
+            + sum(versions.get(sid) == rec[0] for sid, rec in correction.items()))
+
+
+def pick_calibration(own: tuple[dict, dict], view: DeviceView, versions: dict | None
+                     ) -> tuple[dict, dict, str, str]:
+    """``(calibration, correction, source, system database)`` that corrects a device: the
+    user's own (``own``, source ``"user calibration"``) if it holds a record of an
+    installed solver version, else the most specific system calibration that does
+    (``"system calibration"`` and its database's name). A calibration none of whose
+    records counts (all of other solver versions: made before an upgrade) is passed over,
+    so that it does not hide one that counts; where none counts, the first of them is
+    returned all the same (selection then corrects nothing and explain says why), and
+    ``({}, {}, "", "")`` where there is none. ``versions`` None: no check, the first."""
+    cands = ([(own[0], own[1], "user calibration", "")] if own[0] or own[1] else [])
+    cands += [(cal, corr, "system calibration", name)
+              for name, cal, corr in view.calibrations]
+    if not cands:
+        return {}, {}, "", ""
+    if versions is not None:
+        for cand in cands:
+            if usable_records(cand[0], cand[1], versions):
+                return cand
+    return cands[0]
 
 
 def _specificity(pattern: str) -> tuple[int, int]:
@@ -136,16 +169,21 @@ class SystemDatabases:
         for pattern in matching:
             entries = self._by_device[pattern]
             calibrated = [(n, r) for n, r in entries if r.kind in ("calibration", "correction")]
-            if calibrated and not view.calibration_source:
-                view.calibration_source = ", ".join(dict.fromkeys(n for n, _ in calibrated))
+            if calibrated:
+                factors, models = {}, {}
                 for _, r in calibrated:
                     v = r.values
                     if r.kind == "calibration":
                         key = r.solver + (f"@{r.direction}" if r.direction else "")
-                        view.calibration[key] = (r.solver_version, v["factor"])
+                        factors[key] = (r.solver_version, v["factor"])
                     else:
-                        view.correction[r.solver] = (r.solver_version, tuple(v["features"]),
-                                                     v["model"])
+                        models[r.solver] = (r.solver_version, tuple(v["features"]),
+                                            v["model"])
+                name = ", ".join(dict.fromkeys(n for n, _ in calibrated))
+                view.calibrations.append((name, factors, models))
+                if not view.calibration_source:
+                    view.calibration_source = name
+                    view.calibration, view.correction = factors, models
             finds: dict[str, tuple[dict, str]] = {}
             for name, r in entries:
                 v = r.values

@@ -162,7 +162,7 @@ def evaluate(problems, cluster=None, devices=None, iterations: int = 5,
         tasks = []
         for res in list(run.report.devices):
             keys = run.keys(res)
-            cal, digest = run.shared(calibration_of(run.store, keys))
+            cal, digest = run.shared(calibration_of(run.store, keys, run.versions))
             perf = merge.perf_rows(run.store, keys, [p.key for p in problems])
             finds = run.finds_done(res, problems, workspace_limit) if resume else {}
             tasks += _compile_ahead(run, res, [p.key for p in problems

@@ -69,6 +69,7 @@ def sync(handle, spec: dict, synced: dict) -> None:
         rows = spec["system"]
         override_view(key, DeviceView(
             calibration=factors, correction=models, calibration_source=source,
+            calibrations=[(source, factors, models)] if source else [],
             find={pk: ({sid: tuple(r) for sid, *r in recs}, name)
                   for pk, name, recs in rows.get("find", ())},
             perf={(pk, sid): ((ver, cfg, t, t0), name)

@@ -78,22 +78,20 @@ class FleetReport:
         return self.devices.get(resource, {}).get("name", resource)
 
 
-def calibration_of(store, keys) -> dict:
+def calibration_of(store, keys, versions: dict | None = None) -> dict:
     """The caller's effective calibration of the devices ``keys``, as plain data for the
     workers: ``{key: {"factors", "models", "source", "system_db"}}``, its store's
     (``"user calibration"``), else the system database's its selection would use
-    (``"system calibration"`` and that database's name), else none (``""``)."""
-    from wticonv.db.system import system_view
+    (``"system calibration"`` and that database's name), else none (``""``); with the
+    installed solver ``versions``, the first that holds a record of them, as selection
+    picks it (:func:`wticonv.db.system.pick_calibration`)."""
+    from wticonv.db.system import pick_calibration, system_view
 
     out = {}
     for key in keys:
-        factors, models = store.get_calibration(key), store.get_correction(key)
-        source, name = ("user calibration" if factors or models else ""), ""
-        if not source:
-            view = system_view(key)
-            if view.calibration_source:
-                factors, models = view.calibration, view.correction
-                source, name = "system calibration", view.calibration_source
+        factors, models, source, name = pick_calibration(
+            (store.get_calibration(key), store.get_correction(key)), system_view(key),
+            versions)
         out[key] = {"factors": [(sid, ver, f) for sid, (ver, f) in sorted(factors.items())],
                     "models": [(sid, ver, list(names), model) for sid, (ver, names, model)
                                in sorted(models.items())],

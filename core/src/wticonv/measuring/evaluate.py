@@ -303,7 +303,7 @@ def write_csv(cases, path, device=None, append: bool = False) -> None:
             for sid, t in sorted(c.measured_ms.items(), key=lambda kv: kv[1]):
                 pred = c.predicted_ms.get(sid)
                 w.writerow([c.problem.key, c.problem.direction, sid,
-                            "" if pred is None else f"{pred:.6g}", f"{t:.6g}",
+                            "" if pred is None else repr(float(pred)), repr(float(t)),
                             int(c.chosen.get("fallback") == sid), int(c.best == sid),
                             c.count, *dev])
 

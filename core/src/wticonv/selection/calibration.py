@@ -11,17 +11,21 @@ corrections of one calibration are fitted together, and never mixed with another
 
 from __future__ import annotations
 
-from wticonv.db.system import system_view
+from wticonv.db.system import pick_calibration, system_view
 from wticonv.errors import WticonvError
 from wticonv.selection.correction import correction_factors
 
 __all__ = ["apply_factors", "calibration_of", "stale_note"]
 
 
-def calibration_of(device, problem=None) -> tuple[dict, dict, str, str]:
+def calibration_of(device, problem=None, versions: dict | None = None
+                   ) -> tuple[dict, dict, str, str]:
     """``(factors, models, source, system database)`` of ``device``: the user's store's
     (source ``"user calibration"``), else a system database's (``"system calibration"``
-    and its name), else ``({}, {}, "", "")``. ``models`` (the learned corrections) only
+    and its name), else ``({}, {}, "", "")``; with ``versions`` (``{solver id: installed
+    version}``), the first of them that holds a record of an installed version
+    (:func:`wticonv.db.system.pick_calibration`: a calibration made before an upgrade
+    does not hide a system one that counts). ``models`` (the learned corrections) only
     where ``problem`` is given. Stand-in devices (``store = None``) have none."""
     store = device.store   # None on stand-in devices (contract.protocols.DeviceLike)
     if store is None:
@@ -32,13 +36,11 @@ def calibration_of(device, problem=None) -> tuple[dict, dict, str, str]:
         models = get_correction(device.key) if get_correction else {}
     except WticonvError:
         return {}, {}, "", ""
-    if factors or models:
+    if (factors or models) and versions is None:
         return factors, models if problem is not None else {}, "user calibration", ""
-    view = system_view(device.key)
-    if not view.calibration_source:
-        return {}, {}, "", ""
-    return (view.calibration, view.correction if problem is not None else {},
-            "system calibration", view.calibration_source)
+    factors, models, source, name = pick_calibration((factors, models),
+                                                     system_view(device.key), versions)
+    return factors, models if problem is not None else {}, source, name
 
 
 def stale_note(factors: dict, models: dict, versions: dict, source: str, name: str) -> str:
@@ -70,10 +72,10 @@ def apply_factors(registry, device, verdicts, direction: str | None = None,
     the raw WTI in ``raw_wti`` and naming the calibration in ``source``; used by
     selection. Returns :func:`stale_note`'s note on the calibration's records that do not
     count here ("" when all do, or there is none)."""
-    factors, models, source, name = calibration_of(device, problem)
+    versions = {sid: e.version for sid, e in registry.solvers.items()}
+    factors, models, source, name = calibration_of(device, problem, versions)
     if not factors and not models:
         return ""
-    versions = {sid: e.version for sid, e in registry.solvers.items()}
     live = [v for v in verdicts if v.wti is not None and v.wti > 0]
     learned = correction_factors(models, versions, problem, device,
                                  {v.solver_id: v.predicted_ms for v in live
