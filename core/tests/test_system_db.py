@@ -241,7 +241,14 @@ def test_a_broken_system_database_warns_once_and_selection_goes_on(device, syste
     assert len(messages) == 4, messages                           # one per broken file
     bad = next(m for m in messages if "bad-records.jsonl" in m)
     assert "has 2 bad record(s), ignored (first: line 3: not valid JSON" in bad
-    assert "its 1 good one(s) are used" in bad
+    assert "its 1 good one(s) are used" in bad and "`wticonv db system` lists them" in bad
+    assert "mend the file, or drop it from WTICONV_SYSTEM_DB" in bad     # the user's file
+    # `wticonv db system` lists every bad record, not only the first
+    from click.testing import CliRunner
+
+    from wticonv.cli import cli
+    out = CliRunner().invoke(cli, ["db", "system"]).output
+    assert "bad: line 3: not valid JSON" in out and "bad: line 4:" in out
     assert any("future.jsonl cannot be used" in m and "upgrade wticonv" in m
                for m in messages)
     assert any("garbage.jsonl cannot be used" in m for m in messages)

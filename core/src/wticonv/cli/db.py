@@ -19,6 +19,10 @@ _DEVICE_HELP = ("Only this device's records (repeatable): gpu, cpu or P:D as `wt
                 "version, * for any text).")
 
 
+#: Bad records `wticonv db system` lists per system database (the rest are counted).
+BAD_SHOWN = 20
+
+
 @cli.group("db")
 def db_group() -> None:
     """Export and import the find-db, perf-db and calibration as text files (the
@@ -247,6 +251,7 @@ def system_command(as_json) -> int:
 
     dbs = system_databases()
     rows = [{"name": d.name, "error": d.error, "bad": len(d.bad),
+             "bad_records": [str(b) for b in d.bad[:BAD_SHOWN]],
              "records": {k: sum(r.kind == k for r in d.records) for k in KINDS},
              "unusable": sum(not usable(r.solver, r.solver_version) for r in d.records),
              "devices": d.devices, "measured_on": d.header.get("measured_on", []),
@@ -287,6 +292,10 @@ def system_command(as_json) -> int:
                     f"; {unusable} of them not usable here (other solver versions, or "
                     "solvers not installed)" if unusable else ""))
         click.echo(f"  {r['name']}: {state}")
+        for bad in r["bad_records"]:
+            click.echo(f"    bad: {bad}")
+        if r["bad"] > len(r["bad_records"]):
+            click.echo(f"    bad: ... and {r['bad'] - len(r['bad_records'])} more")
         for dev in r["devices"]:
             click.echo(f"    for {dev}")
         if r["comment"]:

@@ -75,9 +75,13 @@ def print_factors(factors) -> None:
     """The median factors per solver and direction, with the probes measured."""
     click.echo("median factors: WTI x factor (factor < 1: slower than its model "
                "predicts), probes measured in brackets")
-    click.echo(f"  {'solver':22} {'all':>11} {'fwd':>11} {'bwd':>11} {'wrw':>11}")
+    # a column as wide as its largest probe count needs (a CPU calibration counts 1000+)
+    digits = max([2] + [len(str(c[1])) for c in factors.values()])
+    width = 9 + digits
+    click.echo(f"  {'solver':22} " + " ".join(f"{d:>{width}}"
+                                              for d in ("all", "fwd", "bwd", "wrw")))
     for sid in sorted(k for k in factors if "@" not in k):
         cells = [factors.get(sid if d == "all" else f"{sid}@{d}")
                  for d in ("all", "fwd", "bwd", "wrw")]
         click.echo(f"  {sid:22} " + " ".join(
-            f"{c[0]:6.3f} ({c[1]:2d})" if c else f"{'-':>11}" for c in cells))
+            f"{c[0]:6.3f} ({c[1]:{digits}d})" if c else f"{'-':>{width}}" for c in cells))

@@ -264,16 +264,19 @@ def load_system_databases(env: str | None = None) -> SystemDatabases:
             sources = [("entry points", SystemDb(f"{ENTRY_POINT_GROUP} entry points",
                                                  error=f"{type(e).__name__}: {e}"))]
     dbs = [_read(name, src) for name, src in sources]
+    # a file named in the variable is the user's own to mend; a distribution's, its authors'
+    mend = (f"mend the file, or drop it from {ENV}" if env is not None else
+            "reinstall it or tell its authors")
     for db in dbs:
         if db.error:
             warnings.warn(f"wticonv: the system database {db.name} cannot be used "
-                          f"({db.error}); it is ignored (reinstall it or tell its authors; "
+                          f"({db.error}); it is ignored ({mend}; "
                           f"`{ENV}=` turns system databases off)", stacklevel=4)
         elif db.bad:
+            more = "; `wticonv db system` lists them" if len(db.bad) > 1 else ""
             warnings.warn(f"wticonv: the system database {db.name} has {len(db.bad)} bad "
-                          f"record(s), ignored (first: {db.bad[0]}); its "
-                          f"{len(db.records)} good one(s) are used (reinstall it or tell "
-                          "its authors)", stacklevel=4)
+                          f"record(s), ignored (first: {db.bad[0]}{more}); its "
+                          f"{len(db.records)} good one(s) are used ({mend})", stacklevel=4)
     return SystemDatabases(dbs)
 
 
