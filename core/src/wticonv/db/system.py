@@ -36,7 +36,8 @@ from wticonv.db.transfer import BadRecord, Record, device_matches, is_pattern, r
 from wticonv.errors import DbFileError
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV", "SystemDb", "SystemDatabases", "DeviceView",
-           "usable_records", "pick_calibration", "system_databases", "system_view", "override_view", "reset_system_databases"]
+           "usable_records", "pick_calibration",
+           "system_databases", "system_view", "override_view", "reset_system_databases"]
 
 #: The entry-point group system databases are declared in.
 ENTRY_POINT_GROUP = "wticonv.system_db"
