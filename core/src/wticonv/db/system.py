@@ -122,7 +122,9 @@ def pick_calibration(own: tuple[dict, dict], view: DeviceView, versions: dict | 
         return {}, {}, "", ""
     if versions is not None:
         for cand in cands:
-            if usable_records(cand[0], cand[1], versions):
+            if (any(versions.get(sid) == rec[0] for sid, rec in cand[1].items())
+                    or any(versions.get(key.split("@")[0]) == rec[0]
+                           for key, rec in cand[0].items())):
                 return cand
     return cands[0]
 
