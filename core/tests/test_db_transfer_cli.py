@@ -94,7 +94,7 @@ def test_cli_usage_errors(cache, tmp_path, capsys):
     rc, _, err = run(capsys, "db", "export", str(tmp_path / "x.jsonl"), "--match", "nobar")
     assert rc == 2 and "must be a device pattern" in err
     rc, _, err = run(capsys, "db", "export", str(tmp_path / "no" / "x.jsonl"))
-    assert rc == 1 and "could not be written" in err
+    assert rc == 2 and "could not be written" in err    # as every file error
     rc, _, err = run(capsys, "db", "import", str(tmp_path / "missing.jsonl"))
     assert rc == 2 and err.startswith("wticonv: error: cannot read") and "missing" in err
 

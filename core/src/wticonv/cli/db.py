@@ -97,8 +97,10 @@ def export_command(file, devices, kinds, match, comment, force, as_json) -> int:
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--match") from None
     except OSError as e:
-        raise click.ClickException(f"FILE {file!r} could not be written: "
-                                   f"{e.strerror or e}") from None
+        # exit status 2, as every other error of the file's: one line, no traceback
+        print(f"wticonv: error: FILE {file!r} could not be written: {e.strerror or e}",
+              file=sys.stderr)
+        return 2
     total = sum(summary["records"].values())
     if as_json:
         _emit_json(dict(summary, file=file))
