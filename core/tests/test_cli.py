@@ -93,6 +93,8 @@ def test_cache_command(capsys):
     (["conv", "-S", "nope.nope", "-n", "1"], "no solver 'nope.nope' is installed"),
     (["explain", "1-2-3"], "cannot parse find-db key"),
     (["explain"], "explain needs a problem"),
+    (["explain", "64-56-56-3x3-64-56-56-8-1x1-1x1-1x1-0-NCHW-FP32-F", "x"],
+     "one problem at a time: a find-db key alone, or conv flags"),
     (["bench", "alexnet9"], "network 'alexnet9' is neither a built-in"),
     (["bench", "resnet50", "--directions", "up"], "direction='up' is unknown"),
     (["bench", "resnet50", "-n", "0"], "0 is not in the range x>=1"),

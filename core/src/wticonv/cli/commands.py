@@ -301,6 +301,10 @@ def _problem_from(args: tuple[str, ...]):
     if len(args) == 1 and not args[0].startswith("-"):
         p = parse_key(args[0])
         return None, [p]
+    if len(args) > 1 and not args[0].startswith("-") and args[0] != "conv":
+        raise DriverArgsError(
+            f"one problem at a time: a find-db key alone, or conv flags (-n -c -H ...); "
+            f"got {len(args)} words ({' '.join(args[:3])}{' ...' if len(args) > 3 else ''})")
     if args and args[0] == "conv":
         args = args[1:]
     cmd = parse_driver_args(list(args))
