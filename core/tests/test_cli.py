@@ -100,6 +100,8 @@ def test_cache_command(capsys):
     (["bench", "resnet50", "-n", "0"], "0 is not in the range x>=1"),
     (["bench", "resnet50", "--device", "7:7"], "no OpenCL device 7:7"),
     (["frobnicate"], "No such command 'frobnicate'"),
+    (["calibrate", "--budget-s", "abc"], "'abc' is not a valid number of seconds"),
+    (["evaluate", "alexnet", "--time-cap-ms", "x"], "'x' is not a valid number of milliseconds"),
 ])
 def test_bad_arguments_one_line_exit_2(capsys, argv, fragment):
     rc, out, err = run(capsys, *argv)

@@ -84,6 +84,15 @@ def _network_options(f):
                              "otherwise).")(f)
 
 
+class Amount(click.FloatRange):
+    """click's FloatRange that names what it wants (``'abc' is not a valid number of
+    seconds``, not ``... a valid float range``)."""
+
+    def __init__(self, unit: str, **bounds) -> None:
+        super().__init__(**bounds)
+        self.name = f"number of {unit}"
+
+
 def _finite(unit: str):
     """A click callback that refuses NaN and infinity (click's FloatRange lets NaN
     through), naming ``unit``."""
@@ -97,7 +106,7 @@ def _finite(unit: str):
 
 
 def _time_cap_option(f):
-    return click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True),
+    return click.option("--time-cap-ms", type=Amount("milliseconds", min=0, min_open=True),
                         default=1000.0, show_default=True, callback=_finite("milliseconds"),
                         help="Kernel time after which a solver's runs are cut short.")(f)
 

@@ -13,6 +13,7 @@ import click
 
 from wticonv.cli.commands import (
     _PASSTHROUGH,
+    Amount,
     _device_option,
     _emit_json,
     _finite,
@@ -280,7 +281,7 @@ FEW_PROBES = 30
 @click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
               help="Measure every probe at this batch size (default: batch sizes 1-64 on "
                    "GPUs, 1-8 on CPUs).")
-@click.option("--budget-s", type=click.FloatRange(min=0, max=86400, min_open=True),
+@click.option("--budget-s", type=Amount("seconds", min=0, max=86400, min_open=True),
               default=None, callback=_finite("seconds"),
               help="Seconds of probe measurements (default: 50 on GPUs, 240 on CPUs); more "
                    "probes fit the correction better.")
@@ -390,7 +391,7 @@ def calibrate(as_json, device, n, budget_s, from_find_db, csv_path, strict,
 @_limit_option
 @click.option("-i", "--iterations", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed runs per perf config after one warm-up.")
-@click.option("--time-cap-ms", type=click.FloatRange(min=0, min_open=True), default=500.0,
+@click.option("--time-cap-ms", type=Amount("milliseconds", min=0, min_open=True), default=500.0,
               show_default=True, help="Kernel time after which a perf config's runs are cut "
                                       "short.")
 @_network_options
