@@ -12,8 +12,8 @@ corpus's networks (``data/corpus.csv``).
 Every solver is re-predicted with the source in this checkout, on a stand-in device with
 the measured device's figures. The correction (``--fit``) is fitted to the probes only:
 ``none`` (raw models), ``factors`` (one factor per solver and direction) or
-``correction`` (the learned correction, :mod:`wticonv.selection.correction`); so every
-network is held out. ``--from-networks`` adds the measurements of the other networks to
+``correction`` (the learned correction, :mod:`wticonv.selection.correction`, with the
+factors ``wticonv calibrate`` stores beside it); so every network is held out. ``--from-networks`` adds the measurements of the other networks to
 the fit, as ``wticonv calibrate --from-find-db`` adds a user's find-db: held out one
 network (``--hold-out network``) or one family (``family``) at a time, every problem of
 the held-out unit left out of the fit even where another network shares it. Of the probes,
@@ -111,7 +111,10 @@ def fit(replay, probe_keys, network_keys, how, ridge):
         return FitStore(replay.registry)
     if how == "factors":
         return FitStore(replay.registry, factors=fit_factors(runs))
-    return FitStore(replay.registry, correction=fit_correction(runs, replay.device, ridge))
+    # both, as `wticonv calibrate` stores them (store_fit): the learned correction, and the
+    # factors that serve solvers predicted over CORRECT_WITHIN times the fastest
+    return FitStore(replay.registry, factors=fit_factors(runs),
+                    correction=fit_correction(runs, replay.device, ridge))
 
 
 def networks_measured(replay, split):
