@@ -12,7 +12,9 @@ A system database may name a record's device by a pattern (``*`` any text, ``?``
 character, as :func:`fnmatch.fnmatchcase`), e.g. every CPU of one PoCL driver version,
 ``Portable Computing Language|pthread-*|3.1+debian``. For a device, the most specific
 matching device wins: its exact key, then the pattern with the most literal characters,
-then the database read first (by distribution, then file name).
+then the database read first (by distribution, then file name); of calibrations, the
+most specific that holds a record of an installed solver version
+(:func:`pick_calibration`).
 
 A broken system database (an entry point that fails to load, a file that cannot be read
 or has no valid header, bad records) is reported once with a warning, and the rest of it
