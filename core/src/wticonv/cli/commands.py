@@ -11,6 +11,8 @@ import pyopencl as cl
 
 from wticonv._version import __version__
 from wticonv.cli import render
+from wticonv.cli.amounts import Amount
+from wticonv.cli.amounts import finite as _finite
 from wticonv.errors import (
     DriverArgsError,
     KernelBuildError,
@@ -82,27 +84,6 @@ def _network_options(f):
     return click.option("-n", "--batch", "n", type=click.IntRange(min=1), default=None,
                         help="Batch size N (default: 1 for built-ins; a file's own "
                              "otherwise).")(f)
-
-
-class Amount(click.FloatRange):
-    """click's FloatRange that names what it wants (``'abc' is not a valid number of
-    seconds``, not ``... a valid float range``)."""
-
-    def __init__(self, unit: str, **bounds) -> None:
-        super().__init__(**bounds)
-        self.name = f"number of {unit}"
-
-
-def _finite(unit: str):
-    """A click callback that refuses NaN and infinity (click's FloatRange lets NaN
-    through), naming ``unit``."""
-    def check(ctx, param, value):
-        import math
-
-        if value is not None and not math.isfinite(value):
-            raise click.BadParameter(f"{value} is not a finite number of {unit}")
-        return value
-    return check
 
 
 def _time_cap_option(f):

@@ -11,12 +11,12 @@ import time
 
 import click
 
+from wticonv.cli.amounts import Amount
+from wticonv.cli.amounts import finite as _finite
 from wticonv.cli.commands import (
     _PASSTHROUGH,
-    Amount,
     _device_option,
     _emit_json,
-    _finite,
     _handle,
     _json_option,
     _limit_option,
