@@ -243,7 +243,13 @@ def system_command(as_json) -> int:
 
     from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
-    from wticonv.db.system import ENV, pick_calibration, system_databases, usable_records
+    from wticonv.db.system import (
+        ENV,
+        calibration_records,
+        pick_calibration,
+        system_databases,
+        usable_records,
+    )
     from wticonv.runtime.discovery import list_devices
 
     versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
@@ -271,8 +277,7 @@ def system_command(as_json) -> int:
         # the system calibration selection would use: the most specific that counts here
         factors, models, _, name = pick_calibration(({}, {}), view, versions)
         own = bool(usable_records(*own_cal, versions))
-        cal = [(key.split("@")[0], rec[0]) for key, rec in factors.items()]
-        cal += [(sid, rec[0]) for sid, rec in models.items()]
+        cal = list(calibration_records(factors, models))
         here.append({"device": info.index, "name": info.name, "key": info.key,
                      "calibration": name, "own_calibration": own,
                      "calibration_records": len(cal),

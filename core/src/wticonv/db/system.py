@@ -38,7 +38,7 @@ from wticonv.db.transfer import BadRecord, Record, device_matches, is_pattern, r
 from wticonv.errors import DbFileError
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV", "SystemDb", "SystemDatabases", "DeviceView",
-           "usable_records", "pick_calibration",
+           "calibration_records", "usable_records", "pick_calibration",
            "system_databases", "system_view", "override_view", "reset_system_databases"]
 
 #: The entry-point group system databases are declared in.
@@ -80,31 +80,48 @@ class SystemDb:
 class DeviceView:
     """What the system databases hold for one device key (see :meth:`SystemDatabases.view`).
 
-    ``calibration`` and ``correction`` as :meth:`wticonv.db.store.Store.get_calibration`
-    and ``get_correction`` answer, from the most specific matching device that has a
-    calibration (``calibration_source``: its database's name, "" when none has one);
-    ``find`` ``{problem key: ({solver: (version, workspace, ms, runs, capped)}, source)}``
-    and ``perf`` ``{(problem key, solver): ((version, config, ms, default ms), source)}``,
-    per problem (per problem and solver) from the most specific matching device that has
-    records of it.
+    ``calibrations``: every matching device's calibration, most specific first, as
+    ``[(source, calibration, correction)]`` (its database's name, then what
+    :meth:`wticonv.db.store.Store.get_calibration` and ``get_correction`` answer);
+    :func:`pick_calibration` passes over those of which no record is of an installed
+    solver version. ``calibration``, ``correction`` and ``calibration_source`` are the
+    first of them ({}, {} and "" when none). ``find`` ``{problem key: ({solver: (version,
+    workspace, ms, runs, capped)}, source)}`` and ``perf`` ``{(problem key, solver):
+    ((version, config, ms, default ms), source)}``, per problem (per problem and solver)
+    from the most specific matching device that has records of it.
     """
 
-    calibration: dict = field(default_factory=dict)
-    correction: dict = field(default_factory=dict)
-    calibration_source: str = ""
+    calibrations: list = field(default_factory=list)
     find: dict = field(default_factory=dict)
     perf: dict = field(default_factory=dict)
-    #: Every matching device's calibration, most specific first: ``[(source, calibration,
-    #: correction)]`` (the first is the one above); :func:`pick_calibration` passes over
-    #: those of which no record is of an installed solver version.
-    calibrations: list = field(default_factory=list)
+
+    @property
+    def calibration_source(self) -> str:
+        return self.calibrations[0][0] if self.calibrations else ""
+
+    @property
+    def calibration(self) -> dict:
+        return self.calibrations[0][1] if self.calibrations else {}
+
+    @property
+    def correction(self) -> dict:
+        return self.calibrations[0][2] if self.calibrations else {}
+
+
+def calibration_records(calibration: dict, correction: dict):
+    """``(solver id, solver version)`` of each record of a calibration (``get_calibration``
+    / ``get_correction`` answers: factors keyed ``solver`` or ``solver@direction``)."""
+    for key, rec in calibration.items():
+        yield key.split("@")[0], rec[0]
+    for sid, rec in correction.items():
+        yield sid, rec[0]
 
 
 def usable_records(calibration: dict, correction: dict, versions: dict) -> int:
-    """How many records of a calibration (``get_calibration`` / ``get_correction``
-    answers) are of the installed solver versions ``versions`` (``{solver id: version}``)."""
-    return (sum(versions.get(key.split("@")[0]) == rec[0] for key, rec in calibration.items())
-            + sum(versions.get(sid) == rec[0] for sid, rec in correction.items()))
+    """How many records of a calibration are of the installed solver versions
+    ``versions`` (``{solver id: version}``)."""
+    return sum(versions.get(sid) == ver for sid, ver in calibration_records(calibration,
+                                                                           correction))
 
 
 def pick_calibration(own: tuple[dict, dict], view: DeviceView, versions: dict | None
@@ -124,9 +141,7 @@ def pick_calibration(own: tuple[dict, dict], view: DeviceView, versions: dict | 
         return {}, {}, "", ""
     if versions is not None:
         for cand in cands:
-            if (any(versions.get(sid) == rec[0] for sid, rec in cand[1].items())
-                    or any(versions.get(key.split("@")[0]) == rec[0]
-                           for key, rec in cand[0].items())):
+            if any(versions.get(sid) == ver for sid, ver in calibration_records(*cand[:2])):
                 return cand
     return cands[0]
 
@@ -186,9 +201,6 @@ class SystemDatabases:
                                             v["model"])
                 name = ", ".join(dict.fromkeys(n for n, _ in calibrated))
                 view.calibrations.append((name, factors, models))
-                if not view.calibration_source:
-                    view.calibration_source = name
-                    view.calibration, view.correction = factors, models
             finds: dict[str, tuple[dict, str]] = {}
             for name, r in entries:
                 v = r.values

@@ -68,7 +68,6 @@ def sync(handle, spec: dict, synced: dict) -> None:
         factors, models, source = synced.get((id(store), key), ("", ({}, {}, "")))[1]
         rows = spec["system"]
         override_view(key, DeviceView(
-            calibration=factors, correction=models, calibration_source=source,
             calibrations=[(source, factors, models)] if source else [],
             find={pk: ({sid: tuple(r) for sid, *r in recs}, name)
                   for pk, name, recs in rows.get("find", ())},

@@ -11,7 +11,7 @@ corrections of one calibration are fitted together, and never mixed with another
 
 from __future__ import annotations
 
-from wticonv.db.system import pick_calibration, system_view
+from wticonv.db.system import calibration_records, pick_calibration, system_view
 from wticonv.errors import WticonvError
 from wticonv.selection.correction import correction_factors
 
@@ -36,8 +36,6 @@ def calibration_of(device, problem=None, versions: dict | None = None
         models = get_correction(device.key) if get_correction else {}
     except WticonvError:
         return {}, {}, "", ""
-    if (factors or models) and versions is None:
-        return factors, models if problem is not None else {}, "user calibration", ""
     factors, models, source, name = pick_calibration((factors, models),
                                                      system_view(device.key), versions)
     return factors, models if problem is not None else {}, source, name
@@ -47,8 +45,7 @@ def stale_note(factors: dict, models: dict, versions: dict, source: str, name: s
     """What explain says of a calibration some (or all) of whose records selection passes
     over: records of another solver version, or of a solver that is not installed ("" when
     every record counts)."""
-    records = [(key.split("@")[0], rec[0]) for key, rec in factors.items()]
-    records += [(sid, rec[0]) for sid, rec in models.items()]
+    records = list(calibration_records(factors, models))
     stale = sorted({sid for sid, ver in records if versions.get(sid) != ver})
     if not stale:
         return ""
