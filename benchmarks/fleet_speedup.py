@@ -151,6 +151,9 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="folder for the CSVs and the summary")
     ap.add_argument("--rounds", type=int, default=2,
                     help="serial and fleet in turn this many times; the best is kept")
+    ap.add_argument("--fleet-first", action="store_true",
+                    help="in each round the fleet before the serial side (the side that "
+                         "runs second finds the drivers' kernel caches warm)")
     args = ap.parse_args()
     args.directions = [d.strip() for d in args.directions.split(",") if d.strip()]
     out = Path(args.out)
@@ -167,13 +170,24 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="wticonv-fleet-bench-"))
     serial_rows, fleet_rows, tasks, ups = [], [], [], []
     for r in range(args.rounds):
-        serial_rows += [dict(row, round=r) for row in
-                        serial(args, targets, _fresh_cache(root, f"serial-{r}"))]
+        if not args.fleet_first:
+            serial_rows += [dict(row, round=r) for row in
+                            serial(args, targets, _fresh_cache(root, f"serial-{r}"))]
         rows, ts, up = fleet(args, _fresh_cache(root, f"fleet-{r}"))
+        if args.fleet_first:
+            serial_rows += [dict(row, round=r) for row in
+                            serial(args, targets, _fresh_cache(root, f"serial-{r}"))]
         fleet_rows += [dict(row, round=r) for row in rows]
         tasks += overheads([dict(t, round=r) for t in ts])
         ups.append(up)
+        # after every round, so that a run stopped in a later one keeps the earlier
+        print(_write(out, args, targets, serial_rows, fleet_rows, tasks, ups, r + 1))
+    return 0
 
+
+def _write(out: Path, args, targets, serial_rows, fleet_rows, tasks, ups, rounds) -> str:
+    """Writes DIR/speedup.csv, DIR/tasks.csv and DIR/summary.txt from the ``rounds``
+    rounds done so far; returns the summary."""
     with open(out / "speedup.csv", "w", newline="") as f:
         w = csv.DictWriter(f, ["round", "mode", "network", "device", "problems", "wall_s",
                                "within_10pct"])
@@ -205,7 +219,7 @@ def main() -> int:
         f"devices: {', '.join(f'{t.kind} {t.name}' for t in targets)}",
         f"networks: {' '.join(args.networks)}, N={args.n or 1}, directions "
         f"{','.join(args.directions)}, {args.iterations} timed run(s), solvers "
-        f"{args.solvers or 'all'}; best of {args.rounds} round(s) per network",
+        f"{args.solvers or 'all'}; best of {rounds} round(s) per network",
         f"serial wall: {serial_s:.1f} s",
         f"fleet wall: {fleet_s:.1f} s (of which {up:.1f} s starting the workers)",
         f"speed-up: {serial_s / fleet_s:.2f}x",
@@ -215,8 +229,7 @@ def main() -> int:
         f"{p90 * 1e3:.2f} ms, mean {statistics.fmean(gaps) * 1e3:.2f} ms",
     ]
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":       # the workers are spawned processes: they import this file

@@ -9,6 +9,9 @@
 #   tests     tests/test_gpu.py, the torch tests and direct.tiled's (pytest -m "gpu or not gpu")
 #   sysdb     issue 23: tools/make_system_db.py gpu, budget 60 s, the JSONL file copied
 #   fleet     issue 23: benchmarks/fleet_speedup.py on three small networks, N=8
+#   fleetall  the same on every usable device (the GPU and, with benchmarks/carry_pocl.sh
+#             unpacked, the CPU through PoCL), ROUNDS rounds (2), the fleet first
+#             if FLEET_FIRST is set
 #   errors    benchmarks/solver_errors.py resnet18 -n 2 and torch_resnet18_errors.py (GPU)
 #   bisect    torch_resnet18_errors.py (GPU) with each of SETS (';'-separated lists of
 #             solver ids) disabled in turn (WTICONV_DISABLE_SOLVERS): which solver makes
@@ -46,6 +49,8 @@ for spec in "$@"; do
                     cp plugins/sysdb/src/wticonv_sysdb/nvidia-*.jsonl $d/") ;;
         fleet) cmd=("$py" benchmarks/fleet_speedup.py alexnet squeezenet1_1 resnet18 -n 8
                     --devices gpu --rounds 2 --out "$d") ;;
+        fleetall) cmd=("$py" benchmarks/fleet_speedup.py alexnet squeezenet1_1 resnet18 -n 8
+                       --rounds "${ROUNDS:-2}" ${FLEET_FIRST:+--fleet-first} --out "$d") ;;
         errors) cmd=(sh -c "$py benchmarks/solver_errors.py resnet18 -n 2 --device gpu
                      --json $d/solver-errors-resnet18-n2.json;
                      $py benchmarks/torch_resnet18_errors.py --device gpu") ;;
