@@ -182,6 +182,11 @@ def main(argv=None) -> int:
                          "kernels' plans follow (`wticonv devices --json` shows it; default: "
                          "the probes' vector_width column, else 16 on CPUs)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the cases over 1.1x")
+    ap.add_argument("--classes", type=int, default=0, metavar="K",
+                    help="list the K classes (direction, chosen, fastest solver) that lose "
+                         "the most time: each case's excess (chosen minus fastest, layers "
+                         "counted) as a share of its network's time with the fastest, "
+                         "summed over the networks")
     args = ap.parse_args(argv)
     try:
         probes = load(args.probes, "measurements")
@@ -237,6 +242,7 @@ def main(argv=None) -> int:
     print(f"{'network':34} {'n':>3} {'cases':>5} {'within10':>8} {'top-1':>6} {'mean':>6} "
           f"{'worst':>6} {'time-wtd':>8}")
     every, tw, fits = [], [], {}
+    lost: collections.Counter = collections.Counter()
     for name, family, n, cases in nets:
         store = base
         if store is None:
@@ -252,6 +258,13 @@ def main(argv=None) -> int:
             store = fits[key]
         per, weighted = score(replay, cases, store)
         xs = [s for s, *_ in per]
+        if args.classes:
+            counts = dict(cases)
+            best_t = sum(counts[k] * min(replay.measured[k].values()) for _, k, *_ in per)
+            for _s, key, sid, fastest in per:
+                times = replay.measured[key]
+                lost[(parse_key(key).direction, sid, fastest)] += \
+                    counts[key] * (times[sid] - times[fastest]) / best_t
         every += per
         tw.append(weighted)
         print(f"{name:34} {n:3d} {len(xs):5d} {sum(x <= 1.1 for x in xs) / len(xs):8.1%} "
@@ -267,6 +280,11 @@ def main(argv=None) -> int:
           f"{sum(x <= 1.1 for x in xs) / len(xs):.1%}, mean {statistics.fmean(xs):.3f}, "
           f"time-weighted geomean {geo:.4f}, worst network {max(tw):.3f}, worst case "
           f"{max(xs):.2f}")
+    if args.classes:
+        print("time lost, share of the network's time summed over the networks: "
+              "direction, chosen, fastest")
+        for (d, sid, fastest), share in lost.most_common(args.classes):
+            print(f"  {share:7.4f}  {d}  {sid} -> {fastest}")
     return 0
 
 

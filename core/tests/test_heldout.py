@@ -75,6 +75,14 @@ def test_a_solver_slower_than_its_model_is_caught_by_the_fit_and_not_by_raw_mode
         assert vit[3] == "100.0%" and float(vit[7]) == pytest.approx(1.0)
     assert tool.main(args + ["--from-networks", "--hold-out", "family"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("overall: 2 networks")
+    # --classes: the time lost, by class, adds up to the networks' excess over 1
+    assert tool.main(args + ["--fit", "none", "--classes", "50"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    head = text.index(next(line for line in text if line.startswith("time lost")))
+    classes = [line.split() for line in text[head + 1:]]
+    excess = sum(float(out["none"][name][7]) - 1.0 for name in ("vit_b_16", "swin_t"))
+    assert sum(float(c[0]) for c in classes) == pytest.approx(excess, abs=2e-3)
+    assert classes[0][2] == slow and float(classes[0][0]) > 0.1
 
 
 def test_networks_not_fully_measured_are_left_out_and_none_is_an_error(tmp_path, capsys):
