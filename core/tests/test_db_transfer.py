@@ -126,6 +126,9 @@ def test_match_writes_a_pattern_that_only_system_databases_take(filled, tmp_path
     with pytest.raises(DbFileError) as e:
         import_db(Store(tmp_path / "b"), path, VERSIONS)
     assert "is a pattern, which only a system database may hold" in str(e.value)
+    checked = import_db(Store(tmp_path / "b"), path, VERSIONS, check=True)  # a system db
+    assert checked["patterns"] == [pattern] and checked["bad"] == []
+    assert checked["records"]["calibration"] == 3 and not checked["written"]
     with pytest.raises(ValueError, match="export one device"):
         export_db(filled, path, match=pattern)             # two devices
 

@@ -13,6 +13,7 @@ import json
 import pytest
 from db_transfer_helpers import (  # core/tests: conftest.py puts it on sys.path
     BAD,
+    CPU,
     GOOD,
     GPU,
     K2,
@@ -184,3 +185,20 @@ def test_importing_half_a_calibration_warns_that_the_other_half_goes(filled, tmp
     rc, _, err = run(capsys, "db", "export", str(tmp_path / "x.jsonl"), "--kind",
                      "calibration")
     assert rc == 0 and "note: calibration and correction are the two halves" in err
+
+
+def test_cli_check_takes_a_system_database_that_import_refuses(cache, tmp_path, capsys):
+    path = tmp_path / "sys.jsonl"
+    pattern = "Portable Computing Language|pthread-*|3.1+debian"
+    rc, _, _ = run(capsys, "db", "export", str(path), "--device", CPU, "--kind",
+                   "calibration", "--kind", "correction", "--match", pattern)
+    assert rc == 0
+    rc, out, err = run(capsys, "db", "import", str(path), "--check")
+    assert rc == 0 and out.startswith("checked ") and "nothing written (--check)" in out
+    assert f"names devices by pattern ({pattern!r}): a system database" in " ".join(
+        err.split())
+    assert "is not a device of this machine" not in err
+    rc, out, _ = run(capsys, "db", "import", str(path), "--check", "--json")
+    assert rc == 0 and json.loads(out)["patterns"] == [pattern]
+    rc, _, err = run(capsys, "db", "import", str(path))
+    assert rc == 2 and "is a pattern, which only a system database may hold" in err

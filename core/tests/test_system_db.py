@@ -467,3 +467,31 @@ def test_a_shipped_calibration_is_refitted_from_recorded_probes(tmp_path):
     assert models["gemm.im2col_3xtf32"][0] == versions["gemm.im2col_3xtf32"]
     with pytest.raises(SystemExit, match="does not name"):
         mod.refit("NVIDIA CUDA|NVIDIA H200|580.159.04", [str(cal)], str(tmp_path / "b"))
+
+
+def test_db_system_names_the_matching_calibrations_it_passes_over(handle, capsys, system):
+    """Two system calibrations match the device: the exact key is used, the pattern is
+    listed as passed over (less specific); with the exact key's records stale, the
+    pattern is used and the exact key is passed over (no record usable)."""
+    from wticonv.cli import main
+
+    dev = handle.device.key
+    version = handle.registry.solvers["direct.naive"].version
+    pattern = dev.split("|")[0] + "|*|" + dev.split("|")[2]
+    exact = system(cal("direct.naive", 2.0, device=dev, version=version), name="exact.jsonl")
+    wide = system(cal("direct.naive", 3.0, device=pattern, version=version), name="wide.jsonl")
+    assert main(["db", "system", "--json"]) == 0
+    here = next(d for d in json.loads(capsys.readouterr().out)["devices"] if d["key"] == dev)
+    assert here["calibration"] == str(exact)
+    assert here["passed_over"] == [{"name": str(wide), "why": "less specific"}]
+    assert main(["db", "system"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"also matches: {wide}, passed over (less specific" in out
+
+    reset_system_databases()
+    exact.write_text("\n".join(format_db([cal("direct.naive", 2.0, device=dev,
+                                                version="0.0.1")])) + "\n")
+    assert main(["db", "system", "--json"]) == 0
+    here = next(d for d in json.loads(capsys.readouterr().out)["devices"] if d["key"] == dev)
+    assert here["calibration"] == str(wide)
+    assert here["passed_over"] == [{"name": str(exact), "why": "no record usable here"}]

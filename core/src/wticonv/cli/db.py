@@ -158,7 +158,7 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
     except DbFileError as e:
         return _refused(e, as_json)
     total = sum(result["records"].values())
-    absent = _absent_devices(result["devices"])
+    absent = _absent_devices([d for d in result["devices"] if d not in result["patterns"]])
     left_out = [{"unit": u, "records": n, "bad_lines": lines}
                 for u, n, lines in result["left_out"]]
     if as_json:
@@ -167,7 +167,7 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
                     "skipped_devices": result["skipped"],
                     "bad": [{"line": b.line, "error": b.error} for b in result["bad"]],
                     "left_out": left_out, "warnings": result["warnings"],
-                    "not_on_this_machine": absent})
+                    "not_on_this_machine": absent, "patterns": result["patterns"]})
         return 0
     for where, error in group_bad(result["bad"]):
         print(f"wticonv: warning: {file}:{where}: {error} (skipped)" if where else
@@ -187,10 +187,16 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
                + (f"; {result['skipped']} record(s) of other devices left out"
                   if result["skipped"] else "")
                + ("; nothing written (--check)" if check else ""))
+    if result["patterns"]:
+        print(f"wticonv: note: {file} names devices by pattern ("
+              f"{', '.join(repr(p) for p in result['patterns'])}): a system database, "
+              "which `db import` refuses; ship it in a distribution's wticonv.system_db "
+              "entry point, or name it in WTICONV_SYSTEM_DB (docs/fleet.md)",
+              file=sys.stderr)
     for key in absent:
         print(f"wticonv: note: {key} is not a device of this machine (or not with this "
-              "driver version): its records are kept, and used only where it is",
-              file=sys.stderr)
+              f"driver version): its records {'would be' if check else 'are'} kept, and "
+              "used only where it is", file=sys.stderr)
     return 0
 
 
@@ -278,8 +284,14 @@ def system_command(as_json) -> int:
         factors, models, _, name = pick_calibration(({}, {}), view, versions)
         own = bool(usable_records(*own_cal, versions))
         cal = list(calibration_records(factors, models))
+        names = [n for n, *_ in view.calibrations]
+        at = names.index(name) if name in names else len(names)
+        # the other system calibrations that match this device, and why they are not used
+        others = [{"name": n, "why": "no record usable here" if i < at else "less specific"}
+                  for i, n in enumerate(names) if i != at]
         here.append({"device": info.index, "name": info.name, "key": info.key,
                      "calibration": name, "own_calibration": own,
+                     "passed_over": others,
                      "calibration_records": len(cal),
                      "calibration_usable": sum(usable(sid, ver) for sid, ver in cal),
                      "find_db_problems": len(view.find), "perf_db_records": len(view.perf)})
@@ -322,4 +334,7 @@ def system_command(as_json) -> int:
         click.echo(f"{h['device']} {h['name']!r}: {what}; find-db records of "
                    f"{h['find_db_problems']} problem(s), {h['perf_db_records']} perf-db "
                    "record(s)")
+        for o in h["passed_over"]:
+            click.echo(f"    also matches: {o['name']}, passed over ({o['why']}: the most "
+                       "specific device key with a usable record wins)")
     return 0

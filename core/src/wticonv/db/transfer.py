@@ -381,7 +381,9 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
     Every record is checked (:func:`check_record`; ``versions``: the installed solvers'
     versions, ``{solver_id: version}``, to refuse records selection would never use;
     ``solver_check``: as :func:`read_db`). ``devices`` (keys or patterns) imports only
-    those devices' records; ``check`` checks and writes nothing. What a record replaces:
+    those devices' records; ``check`` checks and writes nothing, and accepts devices
+    named by pattern (a system database's file, :mod:`wticonv.db.system`, which an
+    import refuses: ``"patterns"`` in the result lists them). What a record replaces:
     :meth:`wticonv.db.store.Store.load_records`.
 
     Records go in by units (:func:`wticonv.db.checks.unit_of`): a device's calibration
@@ -391,7 +393,7 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
 
     Returns ``{"records": {kind: count}, "devices": [...], "bad": [BadRecord, ...],
     "left_out": [(unit in words, good records left out, bad lines)], "warnings": [str],
-    "skipped": n, "written": bool}``; ``warnings`` name the devices whose calibration
+    "skipped": n, "written": bool, "patterns": [device patterns]}``; ``warnings`` name the devices whose calibration
     the file holds half of while the store holds the other half, which the import drops.
 
     Raises
@@ -401,7 +403,8 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
         ``skip_bad`` is false: then nothing is imported, and the error lists the bad lines
         (alike ones once; its ``good`` is how many records ``skip_bad`` would import).
     """
-    db = read_db(source, versions=versions, devices=devices, solver_check=solver_check)
+    db = read_db(source, patterns=check, versions=versions, devices=devices,
+                 solver_check=solver_check)
     broken: dict[tuple, list[int]] = {}
     for b in db.bad:
         if b.unit is not None:
@@ -422,4 +425,5 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
     return {"records": {k: sum(r.kind == k for r in keep) for k in KINDS},
             "devices": sorted({r.device for r in keep}), "bad": db.bad,
             "left_out": left_out, "warnings": warnings, "skipped": db.skipped,
-            "written": not check and bool(keep)}
+            "written": not check and bool(keep),
+            "patterns": sorted({r.device for r in keep if is_pattern(r.device)})}
