@@ -393,8 +393,9 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
 
     Returns ``{"records": {kind: count}, "devices": [...], "bad": [BadRecord, ...],
     "left_out": [(unit in words, good records left out, bad lines)], "warnings": [str],
-    "skipped": n, "written": bool, "patterns": [device patterns]}``; ``warnings`` name the devices whose calibration
-    the file holds half of while the store holds the other half, which the import drops.
+    "skipped": n, "written": bool, "patterns": [device patterns]}``; ``warnings`` name
+    the devices whose calibration the file holds half of while the store holds the other
+    half, which the import drops.
 
     Raises
     ------
