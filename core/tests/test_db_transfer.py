@@ -129,6 +129,14 @@ def test_match_writes_a_pattern_that_only_system_databases_take(filled, tmp_path
     checked = import_db(Store(tmp_path / "b"), path, VERSIONS, check=True)  # a system db
     assert checked["patterns"] == [pattern] and checked["bad"] == []
     assert checked["records"]["calibration"] == 3 and not checked["written"]
+    served = import_db(Store(tmp_path / "b"), path, VERSIONS, devices=[CPU], check=True)
+    assert served["records"]["calibration"] == 3 and served["skipped"] == 0  # CPU matches
+    other = import_db(Store(tmp_path / "b"), path, VERSIONS, devices=[GPU], check=True)
+    assert other["records"]["calibration"] == 0
+    assert other["skipped"] == sum(checked["records"].values())
+    with pytest.raises(ValueError, match="does not match .*measured on"):
+        export_db(filled, tmp_path / "nv.jsonl", devices=[CPU], kinds=["calibration"],
+                  match="NVIDIA*|*|*")
     with pytest.raises(ValueError, match="export one device"):
         export_db(filled, path, match=pattern)             # two devices
 

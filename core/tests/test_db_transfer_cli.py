@@ -129,7 +129,9 @@ def test_a_header_that_refuses_the_calibration_is_reported_once(cache, tmp_path,
     assert lines[0] == (f"wticonv: error: {path}:2-5 (4 records): device '{pattern}' is a "
                         "pattern, which only a system database may hold (docs/fleet.md): give "
                         "the exact device key")
-    assert lines[1].endswith("no record of it is good, so --skip-bad would import nothing")
+    assert lines[1].endswith("fix or remove them: --skip-bad would import nothing, since "
+                             "every record is bad or goes in whole with a bad one (a "
+                             "device's calibration, a problem's find-db records on a device)")
 
 
 def test_the_bad_lines_listed_are_capped(cache, tmp_path, capsys):

@@ -155,7 +155,7 @@ def test_a_calibration_of_other_solver_versions_hides_none_that_counts(device, s
     # nothing counts anywhere: the first (the user's) is named, and corrects nothing
     from wticonv.db.system import DeviceView, pick_calibration
     stale = ({"b.slow": ("0.8", 50.0)}, {})
-    view = DeviceView(calibrations=[("sys", {"b.slow": ("0.7", 3.0)}, {})])
+    view = DeviceView(calibrations=[("sys", {"b.slow": ("0.7", 3.0)}, {}, "any|key|1")])
     assert pick_calibration(stale, view, {"b.slow": "1.0"})[2] == "user calibration"
     assert pick_calibration(({}, {}), view, {"b.slow": "1.0"})[3] == "sys"
     assert pick_calibration(({}, {}), view, {"b.slow": "0.7"})[0] == {"b.slow": ("0.7", 3.0)}
@@ -482,16 +482,25 @@ def test_db_system_names_the_matching_calibrations_it_passes_over(handle, capsys
     wide = system(cal("direct.naive", 3.0, device=pattern, version=version), name="wide.jsonl")
     assert main(["db", "system", "--json"]) == 0
     here = next(d for d in json.loads(capsys.readouterr().out)["devices"] if d["key"] == dev)
-    assert here["calibration"] == str(exact)
-    assert here["passed_over"] == [{"name": str(wide), "why": "less specific"}]
+    assert here["calibration"] == str(exact) and here["calibration_device"] == dev
+    assert here["passed_over"] == [{"name": str(wide), "device": pattern,
+                                    "why": "less specific"}]
     assert main(["db", "system"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert f"also matches: {wide}, passed over (less specific" in out
+    assert f"also matches: {wide} for {pattern!r}, passed over (less specific)" in out
+
+    twin = system(cal("direct.naive", 4.0, device=pattern, version=version), name="twin.jsonl")
+    assert main(["db", "system", "--json"]) == 0             # the same pattern, read later
+    here = next(d for d in json.loads(capsys.readouterr().out)["devices"] if d["key"] == dev)
+    assert [o["name"] for o in here["passed_over"]] == [str(wide), str(twin)]
+    assert here["passed_over"][1]["why"].startswith("the same device key or pattern as a "
+                                                    "database read before it")
 
     reset_system_databases()
     exact.write_text("\n".join(format_db([cal("direct.naive", 2.0, device=dev,
                                                 version="0.0.1")])) + "\n")
     assert main(["db", "system", "--json"]) == 0
     here = next(d for d in json.loads(capsys.readouterr().out)["devices"] if d["key"] == dev)
-    assert here["calibration"] == str(wide)
-    assert here["passed_over"] == [{"name": str(exact), "why": "no record usable here"}]
+    assert here["calibration"] == str(wide) and here["calibration_device"] == pattern
+    assert here["passed_over"][0] == {"name": str(exact), "device": dev,
+                                      "why": "no record usable here"}

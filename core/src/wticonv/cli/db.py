@@ -216,10 +216,12 @@ def _refused(e: DbFileError, as_json: bool) -> int:
     for where, error in group_bad(e.bad):
         print(f"wticonv: error: {e.path}:{where}: {error}" if where else
               f"wticonv: error: {error}", file=sys.stderr)
-    more = (f"pass --skip-bad to import the {e.good} good one(s)" if e.good else
-            "no record of it is good, so --skip-bad would import nothing")
+    more = (f", or pass --skip-bad to import the {e.good} good one(s)" if e.good else
+            ": --skip-bad would import nothing, since every record is bad or goes in whole "
+            "with a bad one (a device's calibration, a problem's find-db records on a "
+            "device)")
     print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: nothing imported; fix "
-          f"or remove them, or {more}", file=sys.stderr)
+          f"or remove them{more}", file=sys.stderr)
     return 2
 
 
@@ -284,14 +286,18 @@ def system_command(as_json) -> int:
         factors, models, _, name = pick_calibration(({}, {}), view, versions)
         own = bool(usable_records(*own_cal, versions))
         cal = list(calibration_records(factors, models))
-        names = [n for n, *_ in view.calibrations]
-        at = names.index(name) if name in names else len(names)
         # the other system calibrations that match this device, and why they are not used
-        others = [{"name": n, "why": "no record usable here" if i < at else "less specific"}
-                  for i, n in enumerate(names) if i != at]
+        others = [{"name": n, "device": dev,
+                   "why": "no record usable here" if not usable_records(c, m, versions)
+                   else "less specific"}
+                  for n, c, m, dev in view.calibrations if c is not factors or m is not models]
+        others += [{"name": n, "device": dev, "why": "the same device key or pattern as a "
+                    "database read before it, whose records win"} for n, dev in view.shadowed]
+        used_for = next((dev for _n, c, m, dev in view.calibrations
+                         if c is factors and m is models), "")
         here.append({"device": info.index, "name": info.name, "key": info.key,
-                     "calibration": name, "own_calibration": own,
-                     "passed_over": others,
+                     "calibration": name, "calibration_device": used_for,
+                     "own_calibration": own, "passed_over": others,
                      "calibration_records": len(cal),
                      "calibration_usable": sum(usable(sid, ver) for sid, ver in cal),
                      "find_db_problems": len(view.find), "perf_db_records": len(view.perf)})
@@ -328,6 +334,7 @@ def system_command(as_json) -> int:
                     "solver versions, or solvers not installed): not used")
         else:
             what = (f"calibration: {cal}"
+                    + (f" for {h['calibration_device']!r}" if h["passed_over"] else "")
                     + (" (yours overrides it)" if h["own_calibration"] else " (used)")
                     + (f"; {n - ok} of its {n} record(s) not usable here (other solver "
                        "versions, or solvers not installed)" if ok < n else ""))
@@ -335,6 +342,10 @@ def system_command(as_json) -> int:
                    f"{h['find_db_problems']} problem(s), {h['perf_db_records']} perf-db "
                    "record(s)")
         for o in h["passed_over"]:
-            click.echo(f"    also matches: {o['name']}, passed over ({o['why']}: the most "
-                       "specific device key with a usable record wins)")
+            click.echo(f"    also matches: {o['name']} for {o['device']!r}, passed over "
+                       f"({o['why']})")
+        if h["passed_over"]:
+            click.echo("    (of the system calibrations that match a device, the most "
+                       "specific device key or pattern with a record of an installed "
+                       "solver version serves it)")
     return 0

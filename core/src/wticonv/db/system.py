@@ -81,8 +81,11 @@ class DeviceView:
     """What the system databases hold for one device key (see :meth:`SystemDatabases.view`).
 
     ``calibrations``: every matching device's calibration, most specific first, as
-    ``[(source, calibration, correction)]`` (its database's name, then what
-    :meth:`wticonv.db.store.Store.get_calibration` and ``get_correction`` answer);
+    ``[(source, calibration, correction, device)]`` (its database's name, what
+    :meth:`wticonv.db.store.Store.get_calibration` and ``get_correction`` answer, and the
+    device key or pattern its records name); ``shadowed``: ``[(source, device)]``, the
+    databases read later whose calibration records repeat, for the same device key or
+    pattern, records an earlier database holds (the first read wins);
     :func:`pick_calibration` passes over those of which no record is of an installed
     solver version. ``calibration``, ``correction`` and ``calibration_source`` are the
     first of them ({}, {} and "" when none). ``find`` ``{problem key: ({solver: (version,
@@ -92,6 +95,7 @@ class DeviceView:
     """
 
     calibrations: list = field(default_factory=list)
+    shadowed: list = field(default_factory=list)
     find: dict = field(default_factory=dict)
     perf: dict = field(default_factory=dict)
 
@@ -136,7 +140,7 @@ def pick_calibration(own: tuple[dict, dict], view: DeviceView, versions: dict | 
     ``({}, {}, "", "")`` where there is none. ``versions`` None: no check, the first."""
     cands = ([(own[0], own[1], "user calibration", "")] if own[0] or own[1] else [])
     cands += [(cal, corr, "system calibration", name)
-              for name, cal, corr in view.calibrations]
+              for name, cal, corr, _device in view.calibrations]
     if not cands:
         return {}, {}, "", ""
     if versions is not None:
@@ -163,10 +167,15 @@ class SystemDatabases:
         self._lock = threading.Lock()
         #: device key or pattern -> [(database name, record)], first database first
         self._by_device: dict[str, list[tuple[str, Record]]] = {}
+        #: device key or pattern -> databases whose calibration records an earlier one hid
+        self._shadowed: dict[str, list[str]] = {}
         seen: set[tuple] = set()
         for db in databases:
             for rec in db.records:
                 if rec.identity in seen:        # an earlier database has it: first wins
+                    hidden = self._shadowed.setdefault(rec.device, [])
+                    if rec.kind in ("calibration", "correction") and db.name not in hidden:
+                        hidden.append(db.name)
                     continue
                 seen.add(rec.identity)
                 self._by_device.setdefault(rec.device, []).append((db.name, rec))
@@ -200,7 +209,8 @@ class SystemDatabases:
                         models[r.solver] = (r.solver_version, tuple(v["features"]),
                                             v["model"])
                 name = ", ".join(dict.fromkeys(n for n, _ in calibrated))
-                view.calibrations.append((name, factors, models))
+                view.calibrations.append((name, factors, models, pattern))
+            view.shadowed += [(n, pattern) for n in self._shadowed.get(pattern, [])]
             finds: dict[str, tuple[dict, str]] = {}
             for name, r in entries:
                 v = r.values

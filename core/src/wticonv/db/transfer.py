@@ -150,7 +150,8 @@ def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None =
     """Read and check a database file (``source`` as :func:`import_db` takes it).
 
     ``patterns``, ``versions``: as :func:`check_record`; ``devices``: device keys or
-    patterns, the records of other devices are left out (counted in ``skipped``);
+    patterns, the records of other devices are left out (counted in ``skipped``; a
+    record whose device is a pattern that matches one of ``devices`` is kept);
     ``solver_check(record)``, when given, raises ValueError for a record its installed
     solver cannot use (:func:`wticonv.selection.perfdb.perf_record_check`: a perf-db
     record of a solver that is not tunable, a perf config it does not offer). Bad
@@ -207,7 +208,8 @@ def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None =
                                          "solver and direction): keep one of them", unit))
             continue
         seen[rec.identity] = number
-        if wanted is not None and not any(device_matches(rec.device, d) for d in wanted):
+        if wanted is not None and not any(device_matches(rec.device, d)
+                                          or device_matches(d, rec.device) for d in wanted):
             skipped += 1
             continue
         records.append(rec)
@@ -288,8 +290,8 @@ def export_db(store, target, devices: Iterable[str] | None = None,
     Raises
     ------
     ValueError
-        An unknown kind, a ``match`` that is not a device pattern, or ``match`` over the
-        records of several devices.
+        An unknown kind, a ``match`` that is not a device pattern or does not match the
+        device the records are of, or ``match`` over the records of several devices.
     DbFileError
         No record matched and ``target`` is an existing file (and not ``force``): an
         empty export would replace it with a header alone.
@@ -321,12 +323,17 @@ def export_db(store, target, devices: Iterable[str] | None = None,
         if not isinstance(match, str) or len(match.split("|")) != 3:
             raise ValueError(f"match={match!r:.80} must be a device pattern: "
                              "platform|device name|driver version with * or ? where any "
-                             "text goes, e.g. 'Portable Computing Language|pthread-*|3.1'")
+                             "text goes, e.g. 'Portable Computing Language|pthread-*|3.1*'")
         measured_on = {r.device for r in records}
         if len(measured_on) > 1:
             raise ValueError(f"match= gives every record one device pattern, but the records "
                              f"are of {len(measured_on)} devices ({', '.join(sorted(measured_on))}"
                              "): export one device")
+        if measured_on and not device_matches(next(iter(measured_on)), match):
+            raise ValueError(f"match={match!r:.80} does not match {next(iter(measured_on))}, "
+                             "the device the records were measured on: a pattern widens a "
+                             "device's records to devices like it, and must cover that "
+                             "device's own key")
         records = [Record(r.kind, match, r.problem, r.solver, r.direction, r.solver_version,
                           r.values) for r in records]
     if not records and not force and target != "-" and Path(target).exists():

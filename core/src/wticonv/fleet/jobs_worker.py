@@ -68,7 +68,7 @@ def sync(handle, spec: dict, synced: dict) -> None:
         factors, models, source = synced.get((id(store), key), ("", ({}, {}, "")))[1]
         rows = spec["system"]
         override_view(key, DeviceView(
-            calibrations=[(source, factors, models)] if source else [],
+            calibrations=[(source, factors, models, key)] if source else [],
             find={pk: ({sid: tuple(r) for sid, *r in recs}, name)
                   for pk, name, recs in rows.get("find", ())},
             perf={(pk, sid): ((ver, cfg, t, t0), name)
