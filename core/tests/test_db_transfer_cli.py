@@ -116,7 +116,7 @@ def test_a_header_that_refuses_the_calibration_is_reported_once(cache, tmp_path,
     lines = err.splitlines()
     assert rc == 2 and len(lines) == 2, err
     assert lines[0].startswith(f"wticonv: error: {path}:1: the header's figures_method is "
-                               "null, not this wticonv's (2)")
+                               "missing, not this wticonv's (2)")
     assert lines[0].endswith("(4 record(s) refused: line(s) 3-6)")
     assert lines[1] == (f"wticonv: error: 4 bad record(s) in {path}: nothing imported; fix "
                         "or remove them, or pass --skip-bad to import the 1 good one(s)")
@@ -197,6 +197,7 @@ def test_cli_check_takes_a_system_database_that_import_refuses(cache, tmp_path, 
     assert rc == 0
     rc, out, err = run(capsys, "db", "import", str(path), "--check")
     assert rc == 0 and out.startswith("checked ") and "nothing written (--check)" in out
+    assert " of 1 device pattern(s) from " in out
     assert f"names devices by pattern ({pattern!r}): a system database" in " ".join(
         err.split())
     assert "is not a device of this machine" not in err

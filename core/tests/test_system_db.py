@@ -271,7 +271,7 @@ def test_a_calibration_fitted_to_figures_of_another_method_is_not_used(device, s
         sel = select(registry(), P, device)
     (message,) = [str(w.message) for w in seen]
     assert "old-method.jsonl has 1 bad record(s)" in message
-    assert "figures_method is null" in message and "calibrate the device again" in message
+    assert "figures_method is missing" in message and "calibrate the device again" in message
     assert verdict(sel, "b.slow").source != "system calibration"
 
 
@@ -504,3 +504,20 @@ def test_db_system_names_the_matching_calibrations_it_passes_over(handle, capsys
     assert here["calibration"] == str(wide) and here["calibration_device"] == pattern
     assert here["passed_over"][0] == {"name": str(exact), "device": dev,
                                       "why": "no record usable here"}
+
+
+def test_db_system_lists_alike_bad_records_once(handle, capsys, system):
+    """Thirty records refused for one reason are one line, as `db import` reports them."""
+    from wticonv.cli import main
+
+    good = json.loads(format_db([cal("direct.naive", 2.0, device=handle.device.key)])[1])
+    broken = [json.dumps(dict(good, solver=f"x.s{i}", values={"factor": -1.0, "probes": 5}))
+              for i in range(30)]
+    path = system(lines=[format_db([])[0], *broken], name="many-bad.jsonl")
+    assert main(["db", "system", "--json"]) == 0
+    (db,) = json.loads(capsys.readouterr().out)["databases"]
+    assert db["bad"] == 30 and len(db["bad_records"]) == 1
+    assert db["bad_records"][0].startswith("line 2-31 (30 records): values.factor = -1.0")
+    assert main(["db", "system"]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: 0 record(s)" in out and out.count("bad: ") == 1

@@ -19,7 +19,8 @@ _DEVICE_HELP = ("Only this device's records (repeatable): gpu, cpu or P:D as `wt
                 "version, * for any text).")
 
 
-#: Bad records `wticonv db system` lists per system database (the rest are counted).
+#: Groups of bad records (alike ones once) `wticonv db system` lists per system database
+#: (the rest are counted in a last line).
 BAD_SHOWN = 20
 
 
@@ -179,8 +180,11 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
     for w in result["warnings"]:
         print(f"wticonv: warning: {w}", file=sys.stderr)
     verb = "checked" if check else "imported"
-    click.echo(f"{verb} {total} record(s) ({_counts(result['records'])}) of "
-               f"{len(result['devices'])} device(s) from {file}"
+    pats = len(result["patterns"])
+    keys = len(result["devices"]) - pats
+    of = " and ".join([f"{keys} device(s)"] * bool(keys or not pats)
+                      + [f"{pats} device pattern(s)"] * bool(pats))
+    click.echo(f"{verb} {total} record(s) ({_counts(result['records'])}) of {of} from {file}"
                + (f"; {len(result['bad'])} bad record(s) skipped" if result["bad"] else "")
                + (f", {sum(u['records'] for u in left_out)} good one(s) of their units left "
                   "out" if left_out else "")
@@ -188,7 +192,8 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
                   if result["skipped"] else "")
                + ("; nothing written (--check)" if check else ""))
     if result["patterns"]:
-        print(f"wticonv: note: {file} names devices by pattern ("
+        print(f"wticonv: note: {'standard input' if file == '-' else file} names devices "
+              "by pattern ("
               f"{', '.join(repr(p) for p in result['patterns'])}): a system database, "
               "which `db import` refuses; ship it in a distribution's wticonv.system_db "
               "entry point, or name it in WTICONV_SYSTEM_DB (docs/fleet.md)",
@@ -250,6 +255,7 @@ def system_command(as_json) -> int:
     import os
 
     from wticonv.contract.registry import SolverRegistry
+    from wticonv.db.checks import group_bad
     from wticonv.db.store import Store
     from wticonv.db.system import (
         ENV,
@@ -267,7 +273,8 @@ def system_command(as_json) -> int:
 
     dbs = system_databases()
     rows = [{"name": d.name, "error": d.error, "bad": len(d.bad),
-             "bad_records": [str(b) for b in d.bad[:BAD_SHOWN]],
+             "bad_records": [f"line {w}: {e}" if w else e
+                             for w, e in group_bad(d.bad, limit=BAD_SHOWN)],
              "records": {k: sum(r.kind == k for r in d.records) for k in KINDS},
              "unusable": sum(not usable(r.solver, r.solver_version) for r in d.records),
              "devices": d.devices, "measured_on": d.header.get("measured_on", []),
@@ -319,8 +326,6 @@ def system_command(as_json) -> int:
         click.echo(f"  {r['name']}: {state}")
         for bad in r["bad_records"]:
             click.echo(f"    bad: {bad}")
-        if r["bad"] > len(r["bad_records"]):
-            click.echo(f"    bad: ... and {r['bad'] - len(r['bad_records'])} more")
         for dev in r["devices"]:
             click.echo(f"    for {dev}")
         if r["comment"]:

@@ -137,9 +137,10 @@ def _lines(source) -> tuple[str, list[str]]:
 
 
 def _figures_error(header: dict) -> str:
-    return (f"the header's figures_method is {json.dumps(header.get('figures_method'))}, "
-            f"not this wticonv's ({FIGURES_METHOD}): the file's calibration and correction "
-            "records were fitted to device figures measured by another method and would "
+    method = header.get("figures_method")
+    said = (f"is {json.dumps(method)}" if "figures_method" in header else "is missing")
+    return (f"the header's figures_method {said}, not this wticonv's ({FIGURES_METHOD}): "
+            "the file's calibration and correction records were fitted to device figures measured by another method and would "
             "mis-correct the predictions made from today's; calibrate the device again and "
             "export it (its other records are not affected)")
 
