@@ -140,9 +140,10 @@ def _figures_error(header: dict) -> str:
     method = header.get("figures_method")
     said = (f"is {json.dumps(method)}" if "figures_method" in header else "is missing")
     return (f"the header's figures_method {said}, not this wticonv's ({FIGURES_METHOD}): "
-            "the file's calibration and correction records were fitted to device figures measured by another method and would "
-            "mis-correct the predictions made from today's; calibrate the device again and "
-            "export it (its other records are not affected)")
+            "the file's calibration and correction records were fitted to device figures "
+            "measured by another method and would mis-correct the predictions made from "
+            "today's; calibrate the device again and export it (its other records are not "
+            "affected)")
 
 
 def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None = None,
