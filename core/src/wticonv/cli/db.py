@@ -329,7 +329,7 @@ def system_command(as_json) -> int:
         for dev in r["devices"]:
             click.echo(f"    for {dev}")
         if r["comment"]:
-            click.echo(f"    made by: {r['comment']}")
+            click.echo(f"    comment: {r['comment']}")
     for h in here:
         cal, n, ok = h["calibration"], h["calibration_records"], h["calibration_usable"]
         if not cal:
