@@ -1,0 +1,111 @@
+/* Experiment (benchmarks/chanvec_fwd.py): forward convolution for CPUs (PoCL) with output
+ * channels in the vector lanes. Not a solver yet; docs/performance.md ("channels in the
+ * lanes") has the measurement.
+ *
+ * A work-item computes CHANVEC_PB output positions (consecutive in (n, oh, ow) order, so
+ * they may cross rows and images) x 16*CHANVEC_KV output channels of one group. Per
+ * reduction step (c, r, s) it loads CHANVEC_KV vectors of 16 filters (packed so that the
+ * 16*KV output channels of a block are contiguous: wp[block][c][r][s][16*KV]) and
+ * broadcasts one input element per position: CHANVEC_PB * CHANVEC_KV multiply-adds per
+ * CHANVEC_PB scalar loads and CHANVEC_KV vector loads, whatever the picture's width or
+ * the stride. direct.tiled's CPU kernel puts positions in the lanes instead, so a 7-wide
+ * picture row fills 7 of 16.
+ *
+ * Padding: per (r, s) the positions whose tap falls outside the picture are found once;
+ * where none does, the loop over c runs without a select.
+ */
+#ifndef CHANVEC_PB
+#define CHANVEC_PB 6    /* output positions per work-item: PB * KV accumulator vectors,
+                           KV filter vectors and one broadcast must fit the 32 registers
+                           of AVX-512 */
+#endif
+#ifndef CHANVEC_KV
+#define CHANVEC_KV 4    /* vectors of 16 output channels per work-item (K/G a multiple of
+                           16 * CHANVEC_KV) */
+#endif
+#define PB CHANVEC_PB
+#define KV CHANVEC_KV
+#define KB (16 * KV)
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_fwd(__global const float *restrict x, __global const float *restrict wp,
+                 __global float *restrict y,
+                 const int N, const int C, const int H, const int W, const int K,
+                 const int R, const int S, const int Ho, const int Wo,
+                 const int SH, const int SW, const int PH, const int PW, const int G)
+{
+    const int kb = get_global_id(1);            /* block of KB output channels */
+    const int pb = get_global_id(0);            /* block of PB positions */
+    const int P = N * Ho * Wo, HW = H * W, Cg = C / G, Kg = K / G;
+    const int g = kb * KB / Kg;                 /* the block's group */
+    int base[PB], ih0[PB], iw0[PB];
+    for (int i = 0; i < PB; ++i) {
+        const int p = min(pb * PB + i, P - 1);
+        const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
+        base[i] = (n * C + g * Cg) * HW;
+        ih0[i] = (rem / Wo) * SH - PH;
+        iw0[i] = (rem % Wo) * SW - PW;
+    }
+    float16 acc[KV][PB];
+    for (int v = 0; v < KV; ++v)
+        for (int i = 0; i < PB; ++i)
+            acc[v][i] = (float16)0.0f;
+    const __global float *w = wp + (long)kb * Cg * R * S * KB;
+    for (int r = 0; r < R; ++r) {
+        for (int s = 0; s < S; ++s) {
+            int off[PB];
+            bool all = true;
+            for (int i = 0; i < PB; ++i) {
+                const int ih = ih0[i] + r, iw = iw0[i] + s;
+                const bool in = ih >= 0 && ih < H && iw >= 0 && iw < W;
+                off[i] = in ? base[i] + ih * W + iw : -1;
+                all = all && in;
+            }
+            const __global float *wrs = w + (r * S + s) * KB;
+            if (all) {
+                for (int c = 0; c < Cg; ++c) {
+                    float16 wv[KV];
+#pragma unroll
+                    for (int v = 0; v < KV; ++v)
+                        wv[v] = vload16(v, wrs + (long)c * R * S * KB);
+                    const __global float *xc = x + (long)c * HW;
+#pragma unroll
+                    for (int i = 0; i < PB; ++i) {
+                        const float16 xv = (float16)xc[off[i]];
+#pragma unroll
+                        for (int v = 0; v < KV; ++v)
+                            acc[v][i] = fma(xv, wv[v], acc[v][i]);
+                    }
+                }
+            } else {
+                for (int c = 0; c < Cg; ++c) {
+                    float16 wv[KV];
+#pragma unroll
+                    for (int v = 0; v < KV; ++v)
+                        wv[v] = vload16(v, wrs + (long)c * R * S * KB);
+                    const __global float *xc = x + (long)c * HW;
+#pragma unroll
+                    for (int i = 0; i < PB; ++i) {
+                        /* a padding tap is an exact zero, never a loaded neighbour */
+                        const float16 xv = (float16)(off[i] >= 0 ? xc[max(off[i], 0)] : 0.0f);
+#pragma unroll
+                        for (int v = 0; v < KV; ++v)
+                            acc[v][i] = fma(xv, wv[v], acc[v][i]);
+                    }
+                }
+            }
+        }
+    }
+    for (int i = 0; i < PB; ++i) {
+        const int p = pb * PB + i;
+        if (p >= P)
+            break;
+        const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
+        __global float *yo = y + ((long)n * K + kb * KB) * Ho * Wo + rem;
+        float t[KB];
+        for (int v = 0; v < KV; ++v)
+            vstore16(acc[v][i], v, t);
+        for (int j = 0; j < KB; ++j)
+            yo[(long)j * Ho * Wo] = t[j];
+    }
+}
