@@ -27,6 +27,21 @@
 #define KV CHANVEC_KV
 #define KB (16 * KV)
 
+/* The reduction over the group's channels c for one tap (r, s): KV filter vectors and,
+ * per position i, the input element LOAD (of xc, off[i]) broadcast to a vector. */
+#define CHANNEL_LOOP(LOAD)                                                                \
+    for (int c = 0; c < Cg; ++c) {                                                        \
+        float16 wv[KV];                                                                   \
+        _Pragma("unroll") for (int v = 0; v < KV; ++v)                                    \
+            wv[v] = vload16(v, wrs + (long)c * R * S * KB);                               \
+        const __global float *xc = x + (long)c * HW;                                      \
+        _Pragma("unroll") for (int i = 0; i < PB; ++i) {                                  \
+            const float16 xv = (float16)(LOAD);                                           \
+            _Pragma("unroll") for (int v = 0; v < KV; ++v)                                \
+                acc[v][i] = fma(xv, wv[v], acc[v][i]);                                    \
+        }                                                                                 \
+    }
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void chanvec_fwd(__global const float *restrict x, __global const float *restrict wp,
                  __global float *restrict y,
@@ -63,36 +78,9 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
             }
             const __global float *wrs = w + (r * S + s) * KB;
             if (all) {
-                for (int c = 0; c < Cg; ++c) {
-                    float16 wv[KV];
-#pragma unroll
-                    for (int v = 0; v < KV; ++v)
-                        wv[v] = vload16(v, wrs + (long)c * R * S * KB);
-                    const __global float *xc = x + (long)c * HW;
-#pragma unroll
-                    for (int i = 0; i < PB; ++i) {
-                        const float16 xv = (float16)xc[off[i]];
-#pragma unroll
-                        for (int v = 0; v < KV; ++v)
-                            acc[v][i] = fma(xv, wv[v], acc[v][i]);
-                    }
-                }
-            } else {
-                for (int c = 0; c < Cg; ++c) {
-                    float16 wv[KV];
-#pragma unroll
-                    for (int v = 0; v < KV; ++v)
-                        wv[v] = vload16(v, wrs + (long)c * R * S * KB);
-                    const __global float *xc = x + (long)c * HW;
-#pragma unroll
-                    for (int i = 0; i < PB; ++i) {
-                        /* a padding tap is an exact zero, never a loaded neighbour */
-                        const float16 xv = (float16)(off[i] >= 0 ? xc[max(off[i], 0)] : 0.0f);
-#pragma unroll
-                        for (int v = 0; v < KV; ++v)
-                            acc[v][i] = fma(xv, wv[v], acc[v][i]);
-                    }
-                }
+                CHANNEL_LOOP(xc[off[i]])
+            } else {    /* a padding tap is an exact zero, never a loaded neighbour */
+                CHANNEL_LOOP(off[i] >= 0 ? xc[max(off[i], 0)] : 0.0f)
             }
         }
     }
