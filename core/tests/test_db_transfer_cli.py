@@ -125,7 +125,7 @@ def test_a_header_that_refuses_the_calibration_is_reported_once(cache, tmp_path,
     path = _file(tmp_path, *[_rec(device=pattern, solver=s) for s in VERSIONS])
     rc, out, err = run(capsys, "db", "import", path)
     lines = err.splitlines()
-    assert rc == 2 and len(lines) == 2, err
+    assert rc == 2 and len(lines) == 3, err                  # the last: a system db's note
     assert lines[0] == (f"wticonv: error: {path}:2-5 (4 records): device '{pattern}' is a "
                         "pattern, which only a system database may hold (docs/fleet.md): give "
                         "the exact device key")
@@ -205,3 +205,5 @@ def test_cli_check_takes_a_system_database_that_import_refuses(cache, tmp_path, 
     assert rc == 0 and json.loads(out)["patterns"] == [pattern]
     rc, _, err = run(capsys, "db", "import", str(path))
     assert rc == 2 and "is a pattern, which only a system database may hold" in err
+    assert "a file that names devices by pattern is a system database" in " ".join(
+        err.split())

@@ -227,6 +227,11 @@ def _refused(e: DbFileError, as_json: bool) -> int:
             "device)")
     print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: nothing imported; fix "
           f"or remove them{more}", file=sys.stderr)
+    if any("is a pattern, which only a system database" in b.error for b in e.bad):
+        print("wticonv: note: a file that names devices by pattern is a system database: "
+              "`wticonv db import FILE --check` checks it as one; it serves from a "
+              "distribution's wticonv.system_db entry point or WTICONV_SYSTEM_DB "
+              "(docs/fleet.md)", file=sys.stderr)
     return 2
 
 
