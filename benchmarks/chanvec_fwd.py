@@ -1,13 +1,15 @@
-"""Experiment: a forward kernel for CPUs with output channels in the vector lanes
-(``benchmarks/kernels/chanvec_fwd.cl``) against every wticonv solver, on the small-picture
-layers where the CPU kernels lose most to oneDNN (issue 21; docs/performance.md, "channels
-in the lanes").
+"""direct.chanvec's kernel (output channels in the vector lanes,
+``wticonv_direct/kernels/chanvec.cl``) in several register blocks against every solver,
+on the small-picture layers where the CPU kernels lost most to oneDNN (issue 21;
+docs/performance.md, "channels in the lanes"). The experiment that chose the solver's
+blocks.
 
     python benchmarks/chanvec_fwd.py [KEY ...] [--rounds 3] [--configs 6x4,12x2,24x1] [--json F]
 
 Rounds are interleaved: per round and layer, ``wticonv.measuring.find.find`` times the
 installed solvers (nothing is recorded; direct.naive, fft.tiled, winograd.fused_f2x3 and
-winograd.rxs are left out: far slower on these layers), then the kernel in each
+winograd.rxs are left out: far slower on these layers; direct.chanvec is among them, in
+the block its plan picks), then the kernel in each
 configuration ``PBxKV`` (positions per work-item x vectors of 16 channels). Each keeps its
 best time over the rounds, since the 2-core machines here have slow spells of seconds. The
 kernel's outputs are checked against a float64 reference at 64 sampled outputs.
@@ -24,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-KERNEL = Path(__file__).resolve().parent / "kernels" / "chanvec_fwd.cl"
 SKIP = "direct.naive,fft.tiled,winograd.fused_f2x3,winograd.rxs"
 #: ResNet-50's forward layers with a 7x7 picture and its 14x14 1x1 layers, and ResNeXt-50's
 #: grouped 3x3 layers on 7x7 and 14x14 (N=8)
@@ -53,7 +54,9 @@ def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int):
         return None
     key = (pb, kv)
     if key not in program_cache:
-        program_cache[key] = cl.Program(device.context, KERNEL.read_text()).build(
+        from wticonv_direct.programs import KERNELS
+
+        program_cache[key] = cl.Program(device.context, KERNELS.source("chanvec.cl")).build(
             options=f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}")
     prg = program_cache[key]
     rng = np.random.default_rng(0)

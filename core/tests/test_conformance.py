@@ -12,12 +12,16 @@ from wticonv.testing import (CHECKS, EDGE_SHAPES, CheckFailure, check_solver,
                              parametrize_with_checks, problems)
 from wticonv_direct.naive import solver as naive
 
-BUILT_INS = ["direct.depthwise", "direct.naive", "direct.tiled", "gemm.1x1", "gemm.im2col",
-             "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3", "winograd.rxs"]
+BUILT_INS = ["direct.chanvec", "direct.depthwise", "direct.naive", "direct.tiled", "gemm.1x1",
+             "gemm.im2col", "winograd.f2x3", "winograd.f4x3", "winograd.fused_f2x3",
+             "winograd.rxs"]
 
 
 @parametrize_with_checks(BUILT_INS)
 def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
+    if solver_id == "direct.chanvec" and (wticonv_handle.device.kind != "cpu"
+                                          or wticonv_handle.device.info.vector_width < 16):
+        pytest.skip("direct.chanvec runs on CPUs with 16-float vectors (AVX-512) only")
     check(wticonv_handle)
 
 

@@ -1,18 +1,23 @@
-/* Experiment (benchmarks/chanvec_fwd.py): forward convolution for CPUs (PoCL) with output
- * channels in the vector lanes. Not a solver yet; docs/performance.md ("channels in the
- * lanes") has the measurement.
+/* direct.chanvec for CPUs (PoCL): forward convolution with output channels in the
+ * vector lanes, one work-item per block, no local memory.
  *
  * A work-item computes CHANVEC_PB output positions (consecutive in (n, oh, ow) order, so
  * they may cross rows and images) x 16*CHANVEC_KV output channels of one group. Per
- * reduction step (c, r, s) it loads CHANVEC_KV vectors of 16 filters (packed so that the
- * 16*KV output channels of a block are contiguous: wp[block][c][r][s][16*KV]) and
- * broadcasts one input element per position: CHANVEC_PB * CHANVEC_KV multiply-adds per
- * CHANVEC_PB scalar loads and CHANVEC_KV vector loads, whatever the picture's width or
- * the stride. direct.tiled's CPU kernel puts positions in the lanes instead, so a 7-wide
- * picture row fills 7 of 16.
+ * reduction step (c, r, s) it loads CHANVEC_KV vectors of 16 filters and broadcasts one
+ * input element per position: CHANVEC_PB * CHANVEC_KV multiply-adds per CHANVEC_PB scalar
+ * loads and CHANVEC_KV vector loads, whatever the picture's width or the stride (the
+ * oneDNN-like layout of channels in lanes; direct.tiled puts positions in the lanes
+ * instead, so a 7-wide picture row fills 7 of its 16).
+ *
+ * - chanvec_pack: the filters w[k][c/g][r][s] into the workspace as
+ *   wp[block][c/g][r][s][16*KV], each block's 16*KV output channels contiguous (K is a
+ *   multiple of 16*KV);
+ * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW).
  *
  * Padding: per (r, s) the positions whose tap falls outside the picture are found once;
- * where none does, the loop over c runs without a select.
+ * where none does, the loop over c runs without a select. A padding tap contributes an
+ * exact zero (a select, never a multiplication by a loaded neighbour), so NaN and Inf in
+ * real data propagate as in the definition.
  */
 #ifndef CHANVEC_PB
 #define CHANVEC_PB 6    /* output positions per work-item: PB * KV accumulator vectors,
@@ -42,6 +47,29 @@
         }                                                                                 \
     }
 
+/* wp[b][q][j] = w[b * KB + j][q] (q = (c, r, s)): a work-item transposes a block of 16
+ * output channels x 16 reduction indices, reading 16 runs of 16 contiguous filters and
+ * writing 16 vectors of 16 channels (a transpose element by element reads one cache line
+ * per element). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_pack(__global const float *restrict w, __global float *restrict wp,
+                  const int K, const int CRS)
+{
+    const int q0 = get_global_id(0) * 16;
+    const int k0 = get_global_id(1) * 16;
+    const int b = k0 / KB, jb = k0 % KB;
+    float t[16][16];
+    for (int j = 0; j < 16; ++j)
+        for (int q = 0; q < 16; ++q)
+            t[j][q] = q0 + q < CRS ? w[(long)(k0 + j) * CRS + q0 + q] : 0.0f;
+    for (int q = 0; q < 16 && q0 + q < CRS; ++q) {
+        float col[16];
+        for (int j = 0; j < 16; ++j)
+            col[j] = t[j][q];
+        vstore16(vload16(0, col), 0, wp + ((long)b * CRS + q0 + q) * KB + jb);
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void chanvec_fwd(__global const float *restrict x, __global const float *restrict wp,
                  __global float *restrict y,
@@ -53,11 +81,12 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
     const int pb = get_global_id(0);            /* block of PB positions */
     const int P = N * Ho * Wo, HW = H * W, Cg = C / G, Kg = K / G;
     const int g = kb * KB / Kg;                 /* the block's group */
-    int base[PB], ih0[PB], iw0[PB];
+    long base[PB];
+    int ih0[PB], iw0[PB];
     for (int i = 0; i < PB; ++i) {
         const int p = min(pb * PB + i, P - 1);
         const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
-        base[i] = (n * C + g * Cg) * HW;
+        base[i] = ((long)n * C + g * Cg) * HW;
         ih0[i] = (rem / Wo) * SH - PH;
         iw0[i] = (rem % Wo) * SW - PW;
     }
@@ -68,7 +97,7 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
     const __global float *w = wp + (long)kb * Cg * R * S * KB;
     for (int r = 0; r < R; ++r) {
         for (int s = 0; s < S; ++s) {
-            int off[PB];
+            long off[PB];
             bool all = true;
             for (int i = 0; i < PB; ++i) {
                 const int ih = ih0[i] + r, iw = iw0[i] + s;
@@ -80,7 +109,7 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
             if (all) {
                 CHANNEL_LOOP(xc[off[i]])
             } else {    /* a padding tap is an exact zero, never a loaded neighbour */
-                CHANNEL_LOOP(off[i] >= 0 ? xc[max(off[i], 0)] : 0.0f)
+                CHANNEL_LOOP(off[i] >= 0 ? xc[max(off[i], 0L)] : 0.0f)
             }
         }
     }

@@ -1,0 +1,108 @@
+"""The ``direct.chanvec`` solver: forward convolution on CPUs with output channels in the
+vector lanes.
+
+Applies to forward problems on CPUs with 16-float vectors (AVX-512), any filter, stride
+and padding, no dilation, groups whose K/G is a multiple of 32 (the register block,
+:data:`.chanvec_plan.BLOCKS`). Dynamic: two builds per device at most (one per register
+block); every size is a kernel argument. Kernels: ``kernels/chanvec.cl``; launches:
+:mod:`.chanvec_plan`. The workspace holds the packed filters, 4 K C/G R S bytes.
+
+Where it pays: pictures of 7x7 to 14x14 and strided layers, where ``direct.tiled`` (output
+positions in the lanes) fills few lanes and the GEMMs' 392-column matrices run at
+110-165 GFLOP/s. On a 2-core AMD EPYC (Zen 4, PoCL 3.1) it ran ResNet-50's 7x7 and 14x14
+forward layers at N=8 at 184-214 GFLOP/s, 1.14-1.59x faster than the fastest other
+solver on six of seven, and ResNeXt-50's grouped 3x3 layers of 32 channels a group
+1.6-2.5x faster (``benchmarks/chanvec_fwd.py``; docs/performance.md).
+
+WTI model (fraction of ``device.peak_flops``)::
+
+    time = 2 x overhead                                   (two launches)
+         + 8 K C/G R S / bandwidth                        (packing the filters)
+         + flops / (peak x efficiency)
+    efficiency = BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF),   q = C/G x R x S
+
+the second factor being the share of a work-item's time spent in its reduction rather
+than setting up its positions and storing its outputs. The constants take the lower side
+of two sets of runs on that machine, since the model is uncalibrated where a system
+database has no factor for this solver yet: the kernel alone, best of 3 interleaved
+rounds (efficiency 0.48 for a 64 -> 256 1x1 layer on 56x56, 0.63 for ResNet-50's 7x7
+stem, 0.75-0.93 for layers of 512-2048 input channels; 0.49-0.59 for groups of 32
+channels), and the solver in single runs of ``conv_vs_torch.py resnet50 -n 8`` (0.40 for
+the stem, 0.64-0.83 for those layers). Modelled: 0.37 for the stem, 0.58-0.73 for
+512-2048 input channels, 0.22 for 64 input channels (where gemm.1x1 is as fast) and 0.36
+for groups of 32.
+"""
+
+from __future__ import annotations
+
+from wticonv import WTI_UNKNOWN, Decline, hookimpl
+from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind, programs_of
+
+from . import chanvec_plan
+
+__all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF",
+           "efficiency", "predicted_seconds"]
+
+#: Fraction of peak of a long reduction, per register block (positions, vectors).
+BLOCK_EFFICIENCY = {(6, 4): 0.75, (12, 2): 0.55}
+#: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
+#: stores (see the module docstring).
+REDUCTION_HALF = 150
+
+
+def efficiency(problem) -> float:
+    """The modelled fraction of peak of chanvec_fwd on ``problem`` (module docstring)."""
+    q = (problem.c // problem.groups) * problem.r * problem.s
+    return BLOCK_EFFICIENCY[chanvec_plan.block(problem)] * q / (q + REDUCTION_HALF)
+
+
+def predicted_seconds(problem, device) -> float:
+    """Predicted time in seconds of ``problem`` on the CPU ``device`` (module docstring)."""
+    t = 0.0
+    for launch in chanvec_plan.plan(problem, efficiency(problem)):
+        t += launch_overhead_s(device)
+        if launch.flops:
+            t += launch.flops / (device.peak_flops * launch.efficiency)
+        if launch.bytes:
+            t += launch.bytes / device.bandwidth
+    return t
+
+
+class ChanvecSolver:
+    """Forward convolution with output channels in the vector lanes (CPUs)."""
+
+    solver_id = "direct.chanvec"
+    hook_api = (1, 2)
+    #: rms_range tolerance against the float64 reference (fp32 accumulation along C/G x R x S)
+    tolerance = 1e-5
+
+    @hookimpl
+    def is_applicable(self, problem, device):
+        reason = chanvec_plan.decline_reason(problem, device)
+        return Decline(reason) if reason else True
+
+    @hookimpl
+    def is_dynamic(self):
+        return True
+
+    @hookimpl
+    def get_wti(self, problem, device):
+        if modelled_kind(device) != "cpu" or device.peak_flops <= 0 or device.bandwidth <= 0:
+            return WTI_UNKNOWN
+        return problem.flops / (device.peak_flops * predicted_seconds(problem, device))
+
+    @hookimpl
+    def workspace_size(self, problem, device):
+        return chanvec_plan.workspace_bytes(problem)
+
+    @hookimpl
+    def programs(self, problem, device):
+        return programs_of(chanvec_plan.plan(problem, efficiency(problem)))
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace):
+        enqueue(device, chanvec_plan.plan(problem, efficiency(problem)),
+                {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace})
+
+
+solver = ChanvecSolver()

@@ -1,0 +1,82 @@
+"""Launch planning for direct.chanvec: applicability, the build, the two launches.
+
+Kept apart from the hook functions (chanvec.py). The launches are
+:class:`wticonv.runtime.kit.Launch` objects of ``kernels/chanvec.cl``: ``chanvec_pack``
+(the filters into the workspace, each block of output channels contiguous) and
+``chanvec_fwd`` (the convolution; a work-item per block of positions x output channels).
+The build options depend only on K/G (which of two register blocks), never on other
+sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from wticonv.runtime.kit import Launch, kernel_family
+
+from .programs import KERNELS
+
+__all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "plan"]
+
+#: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
+#: block divides K/G: 6 x 64 channels (24 accumulator vectors of AVX-512's 32), else 12 x 32
+#: (24 too). Chosen by `benchmarks/chanvec_fwd.py` on a 2-core AMD EPYC (Zen 4, PoCL 3.1):
+#: on ResNet-50's 7x7 and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's
+#: groups of 32 channels 12 x 2 at 113-134 GFLOP/s (docs/performance.md).
+BLOCKS = ((6, 4), (12, 2))
+
+
+def block(problem) -> tuple[int, int] | None:
+    """``(positions, vectors)`` of the register block for ``problem`` (:data:`BLOCKS`), or
+    None if no channel block divides K/G."""
+    kg = problem.k // problem.groups
+    return next(((pb, kv) for pb, kv in BLOCKS if kg % (16 * kv) == 0), None)
+
+
+def decline_reason(problem, device) -> str:
+    """Why direct.chanvec does not run ``problem`` on ``device`` ("" when it does)."""
+    p = problem
+    if kernel_family(device) != "cpu":
+        return ("a CPU kernel (vectors of 16 output channels, one work-item per block): "
+                "the GPU solvers serve GPUs")
+    if p.direction != "fwd":
+        return f"forward only: {p.direction} is served by direct.tiled and the GEMM solvers"
+    if p.dilation_h != 1 or p.dilation_w != 1:
+        return "no dilation (direct.tiled and gemm.im2col take dilated layers)"
+    if block(p) is None:
+        return (f"K/G = {p.k // p.groups} output channels a group: needs a multiple of 32 "
+                "(two vectors of 16)")
+    if device.info.vector_width < 16:
+        return ("needs 16-float vectors (AVX-512): on narrower ones its 24 accumulator "
+                f"vectors would spill (this device prefers {device.info.vector_width})")
+    return ""
+
+
+def workspace_bytes(problem) -> int:
+    """Bytes of the packed filters: K x C/G x R x S floats."""
+    p = problem
+    return 4 * p.k * (p.c // p.groups) * p.r * p.s
+
+
+def _options(pb: int, kv: int) -> str:
+    return f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}"
+
+
+def plan(problem, efficiency: float) -> list[Launch]:
+    """The two launches that compute ``problem`` (see the module docstring); the
+    convolution's FLOPs charged at ``efficiency`` x peak, the packing pass's bytes (read
+    and written once) at the device's bandwidth."""
+    p = problem
+    pb, kv = block(p)
+    opts = _options(pb, kv)
+    crs = (p.c // p.groups) * p.r * p.s
+    total = p.k * crs
+    pack = KERNELS.launch("chanvec.cl", "chanvec_pack", opts,
+                          (-(-crs // 16), p.k // 16), (1, 1),
+                          ("w", "ws", np.int32(p.k), np.int32(crs)), bytes=8 * total)
+    sizes = tuple(np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho, p.wo,
+                                        p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+                                        p.groups))
+    conv = KERNELS.launch("chanvec.cl", "chanvec_fwd", opts,
+                          (-(-(p.n * p.ho * p.wo) // pb), p.k // (16 * kv)), (1, 1),
+                          ("x", "ws", "y") + sizes, flops=p.flops, efficiency=efficiency)
+    return [pack, conv]

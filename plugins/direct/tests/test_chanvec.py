@@ -1,0 +1,105 @@
+"""direct.chanvec against the float64 reference (ResNet-50's and ResNeXt-50's
+small-picture layers, scaled down, and edge shapes: padding, strides, positions crossing
+rows and images, both register blocks); NaN propagation through padding; what it
+declines; the WTI model's figures."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from wticonv import ConvProblem, Decline, reference, rms_range
+from wticonv_direct import chanvec_plan
+from wticonv_direct.chanvec import (BLOCK_EFFICIENCY, REDUCTION_HALF, efficiency,
+                                    predicted_seconds, solver)
+
+P = ConvProblem
+
+CASES = {
+    "1x1, 7x7 picture (6 x 64 block)": P(2, 96, 7, 7, 128, 1, 1),
+    "3x3 stride 2, 14x14 -> 7x7": P(2, 48, 14, 14, 64, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                                    stride_w=2),
+    "1x1 stride 2 downsample": P(3, 40, 13, 13, 64, 1, 1, stride_h=2, stride_w=2),
+    "groups of 32 channels (12 x 32 block)": P(2, 64, 9, 9, 64, 3, 3, pad_h=1, pad_w=1,
+                                               groups=2),
+    "K = 96: the 12 x 32 block": P(1, 20, 6, 5, 96, 3, 3, pad_h=1, pad_w=1),
+    "7x7 stem, stride 2, 3 channels": P(1, 3, 23, 21, 64, 7, 7, pad_h=3, pad_w=3,
+                                         stride_h=2, stride_w=2),
+    "positions not a multiple of the block, one image": P(1, 8, 5, 3, 64, 3, 3, pad_h=1,
+                                                          pad_w=1),
+    "padding beyond the filter": P(1, 4, 4, 5, 64, 2, 3, pad_h=3, pad_w=4),
+    "1x1 picture": P(5, 33, 1, 1, 64, 1, 1),
+    "asymmetric stride and filter": P(2, 5, 11, 17, 32, 1, 5, pad_w=2, stride_h=3,
+                                      stride_w=2),
+}
+
+
+def _cpu16(handle):
+    if handle.device.kind != "cpu" or handle.device.info.vector_width < 16:
+        pytest.skip("direct.chanvec runs on CPUs with 16-float vectors")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_the_reference(handle, name):
+    _cpu16(handle)
+    p = CASES[name]
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, p.x_shape).astype(np.float32)
+    w = rng.uniform(-1, 1, p.w_shape).astype(np.float32)
+    y = handle.compute(p, solver="direct.chanvec", x=x, w=w)
+    ref = reference(p, x=x, w=w)
+    assert y.shape == ref.shape
+    assert rms_range(y, ref) < solver.tolerance, f"{p.key}: {rms_range(y, ref)}"
+    assert chanvec_plan.block(p) == ((6, 4) if p.k // p.groups % 64 == 0 else (12, 2))
+
+
+def test_nan_in_the_picture_reaches_only_its_outputs(handle):
+    """A padding tap is an exact zero: a NaN spreads only to the outputs whose window
+    holds it, and an Inf in a filter only where it meets a nonzero input."""
+    _cpu16(handle)
+    p = P(1, 4, 6, 6, 64, 3, 3, pad_h=1, pad_w=1)
+    x = np.ones(p.x_shape, np.float32)
+    w = np.ones(p.w_shape, np.float32)
+    x[0, 1, 0, 0] = np.nan
+    y = handle.compute(p, solver="direct.chanvec", x=x, w=w)
+    bad = np.isnan(y[0, 0])
+    assert bad[:2, :2].all() and bad.sum() == 4            # the 2x2 windows around (0, 0)
+    assert np.all(y[0, :, 2:5, 2:5] == 36.0)               # 4 channels x 9 taps of ones
+    assert np.all(y[0, :, 5, 5] == 16.0)                   # the corner: 4 of 9 taps inside
+
+
+def _device(kind="cpu", vector_width=16):
+    info = SimpleNamespace(vector_width=vector_width, compute_units=2, name="t")
+    return SimpleNamespace(kind=kind, info=info, peak_flops=2.0e11, bandwidth=5.0e10,
+                           launch_overhead_s=2e-5)
+
+
+@pytest.mark.parametrize("problem, device, words", [
+    (P(1, 8, 7, 7, 64, 3, 3, direction="bwd"), _device(), "forward only"),
+    (P(1, 8, 7, 7, 48, 3, 3), _device(), "multiple of 32"),
+    (P(1, 64, 7, 7, 64, 3, 3, groups=4), _device(), "K/G = 16"),
+    (P(1, 8, 9, 9, 64, 3, 3, dilation_h=2, dilation_w=2), _device(), "no dilation"),
+    (P(1, 8, 7, 7, 64, 3, 3), _device("gpu"), "the GPU solvers serve GPUs"),
+    (P(1, 8, 7, 7, 64, 3, 3), _device(vector_width=8), "16-float vectors"),
+])
+def test_declines_with_a_reason(problem, device, words):
+    got = solver.is_applicable(problem, device)
+    assert isinstance(got, Decline) and words in str(got)
+    assert solver.is_applicable(P(1, 8, 7, 7, 64, 3, 3), _device()) is True
+
+
+def test_wti_model_figures():
+    dev = _device()
+    p = P(8, 2048, 7, 7, 512, 1, 1)
+    eff = BLOCK_EFFICIENCY[(6, 4)] * 2048 / (2048 + REDUCTION_HALF)
+    assert efficiency(p) == pytest.approx(eff)
+    packing = 8 * 512 * 2048 / dev.bandwidth
+    expected = 2 * dev.launch_overhead_s + packing + p.flops / (dev.peak_flops * eff)
+    assert predicted_seconds(p, dev) == pytest.approx(expected)
+    assert solver.get_wti(p, dev) == pytest.approx(p.flops / (dev.peak_flops * expected))
+    assert solver.workspace_size(p, dev) == 4 * 512 * 2048
+    # a short reduction (3 channels x 7 x 7) runs at a smaller share of peak
+    stem = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2)
+    assert efficiency(stem) == pytest.approx(0.75 * 147 / (147 + 150))
+    assert solver.get_wti(stem, _device("gpu")) == -2.0
