@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from wticonv import ConvProblem as P
 from wticonv import Decline, Handle, hookimpl
 from wticonv.contract.registry import SolverRegistry
 from wticonv.testing import (CHECKS, EDGE_SHAPES, CheckFailure, check_solver,
@@ -23,6 +24,33 @@ def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
                                           or wticonv_handle.device.info.vector_width < 16):
         pytest.skip("direct.chanvec runs on CPUs with 16-float vectors (AVX-512) only")
     check(wticonv_handle)
+
+
+#: Problems direct.chanvec accepts (K/G a multiple of 32), at the edges the kit's default
+#: corpus covers for the other solvers: padding beyond the filter, stride beyond it, 1x1
+#: and 1xW pictures, positions across images, groups of 32, both register blocks.
+CHANVEC_CORPUS = [
+    P(2, 3, 4, 5, 64, 2, 2, pad_h=3, pad_w=4),
+    P(3, 5, 11, 13, 32, 2, 3, stride_h=5, stride_w=4),
+    P(7, 3, 1, 1, 64, 3, 3, pad_h=1, pad_w=1),
+    P(2, 4, 1, 19, 96, 1, 5, pad_w=2),
+    P(2, 64, 9, 7, 64, 3, 3, pad_h=1, pad_w=1, groups=2),
+    P(1, 1, 23, 29, 32, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
+    P(3, 300, 3, 3, 128, 3, 3, pad_h=1, pad_w=1),
+]
+
+
+def test_chanvec_conforms_on_problems_it_accepts(wticonv_handle):
+    """The default corpus has few problems with K/G a multiple of 32: the kit is run on
+    direct.chanvec with its own corpus, every check covering every problem."""
+    dev = wticonv_handle.device
+    if dev.kind != "cpu" or dev.info.vector_width < 16:
+        pytest.skip("direct.chanvec runs on CPUs with 16-float vectors (AVX-512) only")
+    report = check_solver("direct.chanvec", wticonv_handle, corpus=CHANVEC_CORPUS,
+                          examples=1)
+    assert report.ok, str(report)
+    reference = next(r for r in report.results if r.check == "reference")
+    assert reference.covered >= len(CHANVEC_CORPUS)        # every problem, forward
 
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():

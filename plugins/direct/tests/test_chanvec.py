@@ -80,6 +80,8 @@ def _device(kind="cpu", vector_width=16):
     (P(1, 8, 7, 7, 48, 3, 3), _device(), "multiple of 32"),
     (P(1, 64, 7, 7, 64, 3, 3, groups=4), _device(), "K/G = 16"),
     (P(1, 8, 9, 9, 64, 3, 3, dilation_h=2, dilation_w=2), _device(), "no dilation"),
+    (P(1, 64, 7, 7, 64, 3, 3, groups=64), _device(), "direct.depthwise serves it"),
+    (P(1, 64, 7, 7, 2, 3, 3, groups=2), _device(), "K/G = 1 output channel a group"),
     (P(1, 8, 7, 7, 64, 3, 3), _device("gpu"), "the GPU solvers serve GPUs"),
     (P(1, 8, 7, 7, 64, 3, 3), _device(vector_width=8), "16-float vectors"),
 ])

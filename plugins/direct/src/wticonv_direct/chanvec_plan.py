@@ -39,12 +39,16 @@ def decline_reason(problem, device) -> str:
         return ("a CPU kernel (vectors of 16 output channels, one work-item per block): "
                 "the GPU solvers serve GPUs")
     if p.direction != "fwd":
-        return f"forward only: {p.direction} is served by direct.tiled and the GEMM solvers"
+        return (f"forward only: {p.direction} is served by the other solvers (`wticonv "
+                "explain` ranks them)")
     if p.dilation_h != 1 or p.dilation_w != 1:
         return "no dilation (direct.tiled and gemm.im2col take dilated layers)"
+    if p.is_depthwise:
+        return "depthwise (groups = C): direct.depthwise serves it"
     if block(p) is None:
-        return (f"K/G = {p.k // p.groups} output channels a group: needs a multiple of 32 "
-                "(two vectors of 16)")
+        kg = p.k // p.groups
+        return (f"K/G = {kg} output channel{'s' if kg != 1 else ''} a group: needs a "
+                "multiple of 32 (two vectors of 16)")
     if device.info.vector_width < 16:
         return ("needs 16-float vectors (AVX-512): on narrower ones its 24 accumulator "
                 f"vectors would spill (this device prefers {device.info.vector_width})")
