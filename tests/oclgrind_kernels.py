@@ -95,7 +95,18 @@ def problems() -> dict[str, Case]:
                                             groups=2), ("direct.depthwise",)),
         # GEMMs of 256 x 256 (forward: K x pixels) for the 128 x 128 SGEMM tiles.
         "1x1, 256 x 256": Case(P(1, 8, 16, 16, 256, 1, 1), ("gemm.1x1",)),
+        # direct.chanvec's two register blocks (K/G a multiple of 64, then of 32), with
+        # padding, a stride and positions that cross images
+        "chanvec 6 x 64, 3x3 s2 pad 1": Case(P(2, 3, 5, 4, 64, 3, 3, pad_h=1, pad_w=1,
+                                                stride_h=2, stride_w=2), ("direct.chanvec",)),
+        "chanvec 12 x 32, groups 2": Case(P(1, 4, 3, 4, 64, 2, 3, pad_h=1, groups=2),
+                                          ("direct.chanvec",)),
     }
+
+
+#: Solvers that accept problems on these variants only (elsewhere they decline all):
+#: direct.chanvec needs a CPU with 16-float vectors.
+ONLY_ON = {"direct.chanvec": ("cpu",)}
 
 
 def builtin_plugins() -> dict[str, Path]:

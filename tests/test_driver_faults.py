@@ -194,7 +194,7 @@ def test_a_compiler_abort_on_one_solver_sets_that_solver_aside(tmp_path):
     # first among near-equal ones depends on the device figures measured at first use),
     # so that Winograd is tried first and direct.naive is left to run it.
     env = _env(tmp_path, "build:abort:-", WTICONV_TEST_FAULT_SOURCE="winograd",
-               WTICONV_DISABLE_SOLVERS="gemm.1x1,gemm.im2col,direct.tiled,fft.tiled")
+               WTICONV_DISABLE_SOLVERS="gemm.1x1,gemm.im2col,direct.tiled,direct.chanvec,fft.tiled")
     r = _run(_wticonv("conv", "-n", "2", "-c", "64", "-H", "28", "-W", "28", "-k", "64",
                       "-y", "3", "-x", "3", "-p", "1", "-q", "1", "-F", "1", "-i", "1",
                       "--json"), env)
