@@ -51,6 +51,12 @@ def test_chanvec_conforms_on_problems_it_accepts(wticonv_handle):
     assert report.ok, str(report)
     reference = next(r for r in report.results if r.check == "reference")
     assert reference.covered >= len(CHANVEC_CORPUS)        # every problem, forward
+    assert report.notes == []
+    # the default corpus holds few problems it accepts: the report says passing means little
+    thin = check_solver("direct.chanvec", wticonv_handle, checks=["reference"], examples=1)
+    assert thin.ok and thin.results[0].covered < 5
+    assert f"ran on {thin.results[0].covered} problem(s) only" in thin.notes[0]
+    assert "note: the reference check ran on" in str(thin)
 
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
@@ -327,3 +333,18 @@ def test_new_solver_skeleton_passes_the_kit_unchanged(tmp_path, fake_dist, monke
     sys.modules.pop("wticonv_skel.solver", None)
     sys.modules.pop("wticonv_skel", None)
 
+
+
+def test_a_fresh_cache_does_not_fail_queries_pure(tmp_path, wticonv_handle):
+    """On a cache with no device figures, the first get_wti would measure the launch
+    overhead (a kernel built); the kit measures the figures before its checks, so that
+    queries_pure does not blame the solver for it."""
+    from wticonv.db.store import Store
+    from wticonv.runtime.device import select_device
+
+    fresh = Store(tmp_path / "cache")
+    assert fresh.get_launch_overhead(wticonv_handle.device.key) is None
+    handle = Handle(select_device(wticonv_handle.device.info.index, fresh))
+    report = check_solver("direct.naive", handle, checks=["queries_pure"], examples=1)
+    assert report.ok and report.results[0].covered > 0
+    assert fresh.get_launch_overhead(wticonv_handle.device.key) is not None

@@ -171,7 +171,8 @@ def check(target, checks, examples, no_isolate, device, as_json) -> int:
         _emit_json({"target": target, "quarantined": [q.__dict__ | {"traceback": ""}
                                                       for q in held],
                     "solvers": [{"solver_id": r.solver_id, "ok": r.ok,
-                                 "results": [vars(c) for c in r.results]} for r in reports]})
+                                 "results": [vars(c) for c in r.results],
+                                 "notes": r.notes} for r in reports]})
     else:
         for q in held:
             click.echo(f"QUARANTINED {q.entry_point} ({q.distribution}"
