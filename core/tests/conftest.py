@@ -128,3 +128,25 @@ def fake_dist(tmp_path, monkeypatch):
     yield make
     for name in written:
         sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def system(tmp_path, monkeypatch):
+    """``system(*records, name=...)`` writes a system database file (records of
+    :class:`wticonv.db.transfer.Record`, or its ``lines``) and makes it the only one
+    (WTICONV_SYSTEM_DB, each call adding a file); returns its path
+    (test_system_db.py, test_system_db_cli.py)."""
+    from wticonv.db.system import ENV, reset_system_databases
+    from wticonv.db.transfer import format_db
+
+    paths = []
+
+    def make(*records, name="sys.jsonl", lines=None):
+        path = tmp_path / name
+        path.write_text("\n".join(lines if lines is not None else format_db(records)) + "\n")
+        paths.append(str(path))
+        monkeypatch.setenv(ENV, ":".join(paths))
+        return path
+
+    yield make
+    reset_system_databases()
