@@ -44,7 +44,8 @@ from wticonv.contract.hookspecs import Decline
 from wticonv.errors import WticonvError
 from wticonv.runtime.kernelfiles import line_directive
 
-__all__ = ["KernelLibrary", "Launch", "enqueue", "programs_of", "modelled_kind", "kernel_family",
+__all__ = ["KernelLibrary", "Launch", "enqueue", "programs_of", "launches_seconds",
+           "modelled_kind", "kernel_family",
            "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
            "wgmma", "compute_capability", "launch_overhead_s", "resident_work_items",
            "round_up", "workspace_room",
@@ -391,6 +392,23 @@ def enqueue(device, launches: Iterable[Launch], buffers: Mapping[str, object]) -
                                f"{e.args[0]!r}, which is not among {sorted(buffers)}; pass it "
                                "to enqueue") from None
         device.enqueue_kernel(kernel, launch.global_size, launch.local_size, *args)
+
+
+def launches_seconds(launches: Iterable[Launch], device) -> float:
+    """Predicted time in seconds of ``launches`` on ``device`` from their cost fields: per
+    launch the device's overhead (:func:`launch_overhead_s`), ``flops`` at ``efficiency``
+    x ``device.peak_flops``, ``bytes`` at ``device.bandwidth`` and ``fixed_s`` (the
+    WTI models of the GEMM solvers and of direct.chanvec; docs/wti-models.md)."""
+    overhead = launch_overhead_s(device)
+    t = 0.0
+    for launch in launches:
+        t += overhead
+        if launch.flops:
+            t += launch.flops / (device.peak_flops * max(launch.efficiency, 1e-6))
+        if launch.bytes:
+            t += launch.bytes / device.bandwidth
+        t += launch.fixed_s
+    return t
 
 
 def programs_of(launches: Iterable[Launch]) -> list[tuple[str, str]]:

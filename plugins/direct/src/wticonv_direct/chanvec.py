@@ -36,7 +36,7 @@ for groups of 32.
 from __future__ import annotations
 
 from wticonv import WTI_UNKNOWN, Decline, hookimpl
-from wticonv.runtime.kit import enqueue, launch_overhead_s, modelled_kind, programs_of
+from wticonv.runtime.kit import enqueue, launches_seconds, modelled_kind, programs_of
 
 from . import chanvec_plan
 
@@ -57,15 +57,9 @@ def efficiency(problem) -> float:
 
 
 def predicted_seconds(problem, device) -> float:
-    """Predicted time in seconds of ``problem`` on the CPU ``device`` (module docstring)."""
-    t = 0.0
-    for launch in chanvec_plan.plan(problem, efficiency(problem)):
-        t += launch_overhead_s(device)
-        if launch.flops:
-            t += launch.flops / (device.peak_flops * launch.efficiency)
-        if launch.bytes:
-            t += launch.bytes / device.bandwidth
-    return t
+    """Predicted time in seconds of ``problem`` on the CPU ``device`` (module docstring;
+    :func:`wticonv.runtime.kit.launches_seconds` of the plan)."""
+    return launches_seconds(chanvec_plan.plan(problem, efficiency(problem)), device)
 
 
 class ChanvecSolver:

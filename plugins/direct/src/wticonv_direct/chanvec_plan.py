@@ -74,13 +74,18 @@ def plan(problem, efficiency: float) -> list[Launch]:
     opts = _options(pb, kv)
     crs = (p.c // p.groups) * p.r * p.s
     total = p.k * crs
+    # arguments built only when the plan runs (ranking reads the costs alone)
     pack = KERNELS.launch("chanvec.cl", "chanvec_pack", opts,
                           (-(-crs // 16), p.k // 16), (1, 1),
-                          ("w", "ws", np.int32(p.k), np.int32(crs)), bytes=8 * total)
-    sizes = tuple(np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho, p.wo,
-                                        p.stride_h, p.stride_w, p.pad_h, p.pad_w,
-                                        p.groups))
+                          lambda: ("w", "ws", np.int32(p.k), np.int32(crs)), bytes=8 * total)
     conv = KERNELS.launch("chanvec.cl", "chanvec_fwd", opts,
                           (-(-(p.n * p.ho * p.wo) // pb), p.k // (16 * kv)), (1, 1),
-                          ("x", "ws", "y") + sizes, flops=p.flops, efficiency=efficiency)
+                          lambda: ("x", "ws", "y") + _sizes(p), flops=p.flops,
+                          efficiency=efficiency)
     return [pack, conv]
+
+
+def _sizes(p) -> tuple:
+    """chanvec_fwd's size arguments, as the kernel's ints."""
+    return tuple(np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho, p.wo,
+                                       p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.groups))

@@ -22,24 +22,16 @@ few are told apart. See docs/wti-models.md.
 from __future__ import annotations
 
 from wticonv import WTI_UNKNOWN
-from wticonv.runtime.kit import launch_overhead_s, modelled_kind
+from wticonv.runtime.kit import launches_seconds, modelled_kind
 
 __all__ = ["predict_seconds", "wti"]
 
 
 def predict_seconds(launches, device) -> float:
     """Predicted time of ``launches`` (:class:`wticonv.runtime.kit.Launch`, their cost
-    fields) on ``device``, in seconds (see the module docstring)."""
-    overhead = launch_overhead_s(device)
-    t = 0.0
-    for launch in launches:
-        t += overhead
-        if launch.flops:
-            t += launch.flops / (device.peak_flops * max(launch.efficiency, 1e-6))
-        if launch.bytes:
-            t += launch.bytes / device.bandwidth
-        t += launch.fixed_s
-    return t
+    fields) on ``device``, in seconds (see the module docstring;
+    :func:`wticonv.runtime.kit.launches_seconds`)."""
+    return launches_seconds(launches, device)
 
 
 def wti(problem, launches, device) -> float:
