@@ -208,7 +208,7 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
 def _refused(e: DbFileError, as_json: bool) -> int:
     """Report a file that imported nothing: its bad lines (alike ones once, at most
     MAX_REPORTED), then what to do; status 2."""
-    from wticonv.db.checks import group_bad
+    from wticonv.db.checks import ONLY_SYSTEM_DBS, group_bad
 
     if as_json:
         _emit_json({"file": e.path, "written": False, "good": e.good,
@@ -227,7 +227,7 @@ def _refused(e: DbFileError, as_json: bool) -> int:
             "device)")
     print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: nothing imported; fix "
           f"or remove them{more}", file=sys.stderr)
-    if any("is a pattern, which only a system database" in b.error for b in e.bad):
+    if any(ONLY_SYSTEM_DBS in b.error for b in e.bad):
         print("wticonv: note: a file that names devices by pattern is a system database: "
               "`wticonv db import FILE --check` checks it as one; it serves from a "
               "distribution's wticonv.system_db entry point or WTICONV_SYSTEM_DB "

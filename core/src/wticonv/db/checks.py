@@ -26,7 +26,11 @@ from wticonv.problem.conv import parse_key
 
 __all__ = ["KINDS", "FIELDS", "VALUE_FIELDS", "INT_LIMIT", "Record", "BadRecord",
            "BadInput", "check_record", "is_pattern", "device_matches", "unit_of",
-           "describe_unit", "group_bad", "MAX_REPORTED"]
+           "describe_unit", "group_bad", "MAX_REPORTED", "ONLY_SYSTEM_DBS"]
+
+#: The words of a bad record's error when its device is a pattern outside a system
+#: database (the command line adds a note on system databases where it finds them).
+ONLY_SYSTEM_DBS = "which only a system database may hold"
 
 #: The record kinds, in the order a file lists them.
 KINDS = RECORD_KINDS
@@ -297,8 +301,8 @@ def check_record(obj, patterns: bool = False,
                        "device name|driver version, as `wticonv devices` and `wticonv db "
                        f"export` name it (e.g. {_EXAMPLE_DEVICE!r})")
     if is_pattern(device) and not patterns:
-        raise BadInput(f"device {device!r} is a pattern, which only a system database may "
-                       "hold (docs/fleet.md): give the exact device key")
+        raise BadInput(f"device {device!r} is a pattern, {ONLY_SYSTEM_DBS} (docs/fleet.md): "
+                       "give the exact device key")
     problem = obj["problem"]
     if kind in ("find-db", "perf-db"):
         if not isinstance(problem, str):
