@@ -20,6 +20,8 @@
 #             model against float64 as it runs
 #   poison    the same with the handle's workspace filled with NaN before every run
 #   conv32    benchmarks/conv_vs_torch.py resnet50 -n 32, all directions, --json
+#   wg        issue 19: benchmarks/tc_wgmma.sh (the tensor-core GEMM tests, then the
+#             wgmma tiles, plain and pipelined, against cuBLAS)
 #   eval1 / eval32   issue 18: evaluate_after_calibrate.sh at N=1 / N=32 on the test
 #             networks (NETS, default the nine of the CPU protocol), budget BUDGET_S (240)
 # A step that fails or runs out of time is logged and the next one runs. At the end
@@ -60,6 +62,7 @@ for spec in "$@"; do
                      --poison-workspace) ;;
         conv32) cmd=("$py" benchmarks/conv_vs_torch.py resnet50 -n 32 --device gpu
                      --directions fwd,bwd,wrw --json "$d/conv-resnet50-n32.json") ;;
+        wg) cmd=(env PYTHON="$py" sh benchmarks/tc_wgmma.sh "$d") ;;
         eval1|eval32) cmd=(env PYTHON="$py" sh benchmarks/evaluate_after_calibrate.sh "$d"
                            "${step#eval}" "${BUDGET_S:-240}" $nets) ;;
         *) echo "unknown step $step" | tee -a "$out/batch.log"; continue ;;

@@ -39,21 +39,25 @@ from wticonv_gemm.tensorcore import TC_CONFIGS
 def parse_config(text: str) -> TcConfig:
     """'128x128x64x32x16x16x3' -> TcConfig(128, 128, 64, 32, 16, 16, 3), and the wgmma
     kernel's 'wg128x128x32x3' -> TcConfig(128, 128, 128, 64, 32, 32, 3, engine="wgmma")
+    ('wgp...': the same, pipelined: TcConfig.pipe)
     (efficiency 0: not used when timing). Exits with a message for a malformed config or
     a wgmma tile the kernel does not build (BM 64, 128 or 256; BN 64 or 128; BK a
     multiple of 8; at least 2 stages)."""
     wg = text.lower().startswith("wg")
+    pipe = text.lower().startswith("wgp")
     try:
-        sizes = [int(v) for v in text[2 * wg:].lower().split("x")]
+        sizes = [int(v) for v in text[2 * wg + pipe:].lower().split("x")]
     except ValueError:
         sizes = []
     if wg and len(sizes) == 4:
         bm, bn, bk, stages = sizes
         if (bm not in (64, 128, 256) or bn not in (64, 128) or bk < 8 or bk % 8
-                or not 2 <= stages <= 8):
+                or not 2 + pipe <= stages <= 8):
             raise SystemExit(f"tc_gemm: config {text!r}: the wgmma kernel takes BM 64, 128 "
-                             "or 256, BN 64 or 128, BK a multiple of 8 and 2 to 8 stages")
-        return TcConfig(bm, bn, bm, 64, bk, bk, stages, efficiency=0.0, engine="wgmma")
+                             "or 256, BN 64 or 128, BK a multiple of 8 and 2 to 8 stages "
+                             "(3 to 8 pipelined, wgp...)")
+        return TcConfig(bm, bn, bm, 64, bk, bk, stages, efficiency=0.0, engine="wgmma",
+                        pipe=pipe)
     if wg or len(sizes) != 7 or min(sizes) < 1:
         raise SystemExit(f"tc_gemm: config {text!r} needs BMxBNxWMxWNxBKxKFxSTAGES "
                          "(mma.sync) or wgBMxBNxBKxSTAGES (wgmma, compute capability 9.0)")

@@ -60,13 +60,18 @@ def test_tensor_core_gemm_classes(gpu_handle):
     plugin's launch plan: 3xTF32 is as accurate as an FP32 product, TF32 is not (10-bit
     mantissa), both against float64; every configuration, with 16-byte loads (K = 272)
     and element loads (K = 271, rows not 16-byte aligned), sizes past the tiles."""
+    from dataclasses import replace
+
     import pyopencl as cl
     from wticonv.runtime.kit import wgmma
     from wticonv_gemm.tensorcore import TC_CONFIGS, WG_CONFIGS
 
     dev = _tc_handle(gpu_handle).device
     # the warpgroup kernel (kernels/nv/sgemm_wg.cl) too, on compute capability 9.0
-    configs = {math: TC_CONFIGS[math] + (WG_CONFIGS[math] if wgmma(dev) else ())
+    # and its pipelined loop order (WG_PIPE), 3 stages or more
+    configs = {math: TC_CONFIGS[math] + ((WG_CONFIGS[math] + tuple(
+                   replace(c, pipe=True, stages=max(3, c.stages)) for c in WG_CONFIGS[math]))
+                   if wgmma(dev) else ())
                for math in TC_CONFIGS}
     import sys
     from pathlib import Path

@@ -103,5 +103,5 @@ def test_wti_model_figures():
     assert solver.workspace_size(p, dev) == 4 * 512 * 2048
     # a short reduction (3 channels x 7 x 7) runs at a smaller share of peak
     stem = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2)
-    assert efficiency(stem) == pytest.approx(0.75 * 147 / (147 + 150))
+    assert efficiency(stem) == pytest.approx(0.70 * 147 / (147 + 40))
     assert solver.get_wti(stem, _device("gpu")) == -2.0

@@ -43,13 +43,17 @@ class TcConfig:
     #: capability 9.0 only), where ``wm`` = ``bm`` (wgmma's N), ``wn`` = 64 (one
     #: warpgroup's columns) and ``kf`` = ``bk``.
     engine: str = "mma"
+    #: wgmma only: keep one step's products in flight while the next tile is staged
+    #: (WG_PIPE in kernels/nv/sgemm_wg.cl; needs 3 stages or more).
+    pipe: bool = False
 
     @property
     def label(self) -> str:
-        """``"BMxBNxWMxWNxBKxKFxSTAGES"`` (wgmma: ``"wgBMxBNxBKxSTAGES"``), as
+        """``"BMxBNxWMxWNxBKxKFxSTAGES"`` (wgmma: ``"wgBMxBNxBKxSTAGES"``, pipelined
+        ``"wgpBMxBNxBKxSTAGES"``), as
         benchmarks/tc_gemm.py names tiles."""
         if self.engine == "wgmma":
-            return "wg" + "x".join(str(v) for v in (self.bm, self.bn, self.bk, self.stages))
+            return "wg" + "p" * self.pipe + "x".join(str(v) for v in (self.bm, self.bn, self.bk, self.stages))
         return "x".join(str(v) for v in (self.bm, self.bn, self.wm, self.wn, self.bk,
                                          self.kf, self.stages))
 
@@ -79,7 +83,8 @@ def _options(cfg: TcConfig, split: bool, vec: bool, a_kfast: bool, b_kfast: bool
     if cfg.engine == "wgmma":
         return (f"-DWG_BM={cfg.bm} -DWG_NWG={cfg.bn // 64} -DTC_BK={cfg.bk} "
                 f"-DTC_STAGES={cfg.stages} -DTC_SPLIT={int(split)} -DTC_VEC={int(vec)} "
-                f"-DTC_A_KFAST={int(a_kfast)} -DTC_B_KFAST={int(b_kfast)}")
+                f"-DTC_A_KFAST={int(a_kfast)} -DTC_B_KFAST={int(b_kfast)} "
+                f"-DWG_PIPE={int(cfg.pipe)}")
     return (f"-DTC_BM={cfg.bm} -DTC_BN={cfg.bn} -DTC_WM={cfg.wm} -DTC_WN={cfg.wn} "
             f"-DTC_BK={cfg.bk} -DTC_KF={cfg.kf} -DTC_STAGES={cfg.stages} "
             f"-DTC_SPLIT={int(split)} -DTC_VEC={int(vec)} -DTC_A_KFAST={int(a_kfast)} "

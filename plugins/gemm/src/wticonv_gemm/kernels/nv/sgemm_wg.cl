@@ -69,6 +69,12 @@
 #ifndef TC_B_KFAST
 #define TC_B_KFAST 0    /* element loads: 1 when B is contiguous along k, 0 along n */
 #endif
+#ifndef WG_PIPE
+#define WG_PIPE 0       /* 1: keep one step's wgmma group in flight while the next tile
+                           is split and staged (needs TC_STAGES >= 3; loads are issued
+                           TC_STAGES - 2 tiles ahead, one fewer than without); 0: each
+                           step waits for its products before staging the next */
+#endif
 #ifndef WG_DEFER
 #define WG_DEFER "//@"  /* see above: the host uncomments these lines */
 #endif
@@ -96,6 +102,9 @@
 #endif
 #if TC_BK % 8 || (WG_NWG != 1 && WG_NWG != 2) || TC_STAGES < 2
 #error "sgemm_wg: TC_BK must be a multiple of 8, WG_NWG 1 or 2, TC_STAGES at least 2"
+#endif
+#if WG_PIPE && TC_STAGES < 3
+#error "sgemm_wg: WG_PIPE needs TC_STAGES of at least 3"
 #endif
 #if TC_VEC && (THREADS / 8) % (TC_BK / 4)
 #error "sgemm_wg: with TC_VEC, THREADS / 8 must be a multiple of TC_BK / 4"
@@ -138,15 +147,85 @@ inline ulong wg_desc(__local const float *p)
          | ((ulong)((SBO_BYTES >> 4) & 0x3FFF) << 32);
 }
 
+/* Step staging, shared by both loop orders (WG_PIPE). WG_STAGE(t): wait for this thread's
+ * copies of tile t, split (3xTF32) or round (TF32) its A elements in place, the low parts
+ * into low-part tile t % WG_LOW_TILES, make them visible to wgmma (the async proxy) and to
+ * every thread, then issue the copies of tile t + WG_AHEAD. WG_FRAGS(t): this thread's
+ * B^T fragments of tile t into fh (and fl), split in registers. */
+#if WG_PIPE
+#define WG_WAIT_LOADS STR(TC_STAGES - 3)
+#define WG_AHEAD (TC_STAGES - 2)
+#define WG_LOW_TILES 3
+#else
+#define WG_WAIT_LOADS STR(TC_STAGES - 2)
+#define WG_AHEAD (TC_STAGES - 1)
+#define WG_LOW_TILES 2
+#endif
+#if TC_SPLIT
+#define WG_LO(x) x
+#else
+#define WG_LO(x)
+#endif
+#if !(TC_SPLIT || WG_ROUND)
+#define WG_SPLIT_A(at_, lt_)
+#elif TC_VEC
+#define WG_SPLIT_A(at_, lt_)                                                             \
+    _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                                \
+        const int i_ = A_AT(A_M(v), a_k);                                                \
+        _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                  \
+            uint hi, lo;                                                                 \
+            SPLIT(hi, lo, (at_)[i_ + e])                                                 \
+            (at_)[i_ + e] = as_float(hi);                                                \
+            WG_LO((lt_)[i_ + e] = as_float(lo);)                                         \
+        }                                                                                \
+    }
+#else
+#define WG_SPLIT_A(at_, lt_)                                                             \
+    _Pragma("unroll") for (int v = 0; v < A_LOADS; ++v) {                                \
+        const int i_ = A_AT(A_M(v), A_K(v));                                             \
+        uint hi, lo;                                                                     \
+        SPLIT(hi, lo, (at_)[i_])                                                         \
+        (at_)[i_] = as_float(hi);                                                        \
+        WG_LO((lt_)[i_] = as_float(lo);)                                                 \
+    }
+#endif
+#define WG_STAGE(t) {                                                                    \
+        asm volatile("cp.async.wait_group " WG_WAIT_LOADS ";");                          \
+        __local float *st_ = as + ((t) % TC_STAGES) * A_TILE;                            \
+        __local float *sl_ = WG_LOW_AT(t);                                               \
+        WG_SPLIT_A(st_, sl_)                                                             \
+        asm volatile(WG_DEFER "fence.proxy.async.shared::cta;\n" ::: "memory");          \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                    \
+        ISSUE((t) + WG_AHEAD)                                                            \
+    }
+#if TC_SPLIT
+#define WG_LOW_AT(t) (al + ((t) % WG_LOW_TILES) * A_TILE)
+#define WG_FRAG(ks, r, x) SPLIT(fh[ks][r], fl[ks][r], x)
+#else
+#define WG_LOW_AT(t) ((__local float *)0)
+#define WG_FRAG(ks, r, x) SPLIT(fh[ks][r], fh[ks][r], x)
+#endif
+#define WG_FRAGS(t) {                                                                    \
+        __local const float *bt_ = bs + ((t) % TC_STAGES) * B_TILE;                      \
+        _Pragma("unroll") for (int ks = 0; ks < KSTEPS; ++ks) {                          \
+            const int c_ = (8 * ks + tq) * BS_LD + wn + gr;                              \
+            WG_FRAG(ks, 0, bt_[c_])                                                      \
+            WG_FRAG(ks, 1, bt_[c_ + 8])                                                  \
+            WG_FRAG(ks, 2, bt_[c_ + 4 * BS_LD])                                          \
+            WG_FRAG(ks, 3, bt_[c_ + 4 * BS_LD + 8])                                      \
+        }                                                                                \
+    }
+
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void sgemm_wg(GEMM_GPU_PARAMS)
 {
     __local float as[TC_STAGES * A_TILE] __attribute__((aligned(128)));
     __local float bs[TC_STAGES * B_TILE] __attribute__((aligned(16)));
 #if TC_SPLIT
-    /* two low-part tiles: a warpgroup may split tile t + 1 while the other still
-     * multiplies tile t (the barrier bounds them to one step apart) */
-    __local float al[2 * A_TILE] __attribute__((aligned(128)));
+    /* low-part tiles, by step: without WG_PIPE two (a warpgroup may split tile t + 1
+     * while the other still multiplies tile t; the barrier bounds them to one step
+     * apart), with it three (see the loop) */
+    __local float al[WG_LOW_TILES * A_TILE] __attribute__((aligned(128)));
 #endif
     const int tid = get_local_id(0);
     const int lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
@@ -170,69 +249,45 @@ void sgemm_wg(GEMM_GPU_PARAMS)
         p[i] = 0.0f;
 #endif
 
+#if WG_PIPE
+    /* Loads run TC_STAGES - 2 tiles ahead. While step t's products are in flight, tile
+     * t + 1 is split and the copies of tile t + TC_STAGES - 1 are issued into the slot of
+     * tile t - 1: every warpgroup has waited for its step t - 1 products before it
+     * reaches that barrier. Three low-part tiles, since another warpgroup may still
+     * multiply tiles t - 1 and t while this one splits t + 1. */
+    #pragma unroll
+    for (int s = 0; s < TC_STAGES - 2; ++s) {
+        ISSUE(s)
+    }
+#else
     #pragma unroll
     for (int s = 0; s < TC_STAGES - 1; ++s) {
         ISSUE(s)
     }
+#endif
+    uint fh[KSTEPS][4];
+#if TC_SPLIT
+    uint fl[KSTEPS][4];
+#endif
+#if WG_PIPE
+    if (steps > 0) {
+        WG_STAGE(0)
+        WG_FRAGS(0)
+    }
+#endif
     for (int t = 0; t < steps; ++t) {
-        asm volatile("cp.async.wait_group " STR(TC_STAGES - 2) ";");
+#if !WG_PIPE
+        WG_STAGE(t)
+        WG_FRAGS(t)
+#endif
         __local float *at = as + (t % TC_STAGES) * A_TILE;
-#if TC_SPLIT
-        __local float *lt = al + (t & 1) * A_TILE;
-#endif
-        /* this thread's A elements of tile t have landed: split (or round) them */
-#if TC_SPLIT || WG_ROUND
-#if TC_VEC
-        #pragma unroll
-        for (int v = 0; v < A_LOADS; ++v) {
-            __local float *x = at + A_AT(A_M(v), a_k);
-            #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                uint hi, lo;
-                SPLIT(hi, lo, x[e])
-                x[e] = as_float(hi);
-#if TC_SPLIT
-                lt[A_AT(A_M(v), a_k) + e] = as_float(lo);
-#endif
-            }
-        }
-#else
-        #pragma unroll
-        for (int v = 0; v < A_LOADS; ++v) {
-            const int i = A_AT(A_M(v), A_K(v));
-            uint hi, lo;
-            SPLIT(hi, lo, at[i])
-            at[i] = as_float(hi);
-#if TC_SPLIT
-            lt[i] = as_float(lo);
-#endif
-        }
-#endif
-#endif
-        /* local writes become visible to wgmma (the async proxy), then to everyone */
-        asm volatile(WG_DEFER "fence.proxy.async.shared::cta;\n" ::: "memory");
-        barrier(CLK_LOCAL_MEM_FENCE);
-        ISSUE(t + TC_STAGES - 1)
-        __local const float *bt = bs + (t % TC_STAGES) * B_TILE;
-        uint fh[KSTEPS][4];
-#if TC_SPLIT
-        uint fl[KSTEPS][4];
-#endif
-        #pragma unroll
-        for (int ks = 0; ks < KSTEPS; ++ks) {
-            const int c = (8 * ks + tq) * BS_LD + wn + gr;
-            SPLIT(fh[ks][0], fl[ks][0], bt[c])
-            SPLIT(fh[ks][1], fl[ks][1], bt[c + 8])
-            SPLIT(fh[ks][2], fl[ks][2], bt[c + 4 * BS_LD])
-            SPLIT(fh[ks][3], fl[ks][3], bt[c + 4 * BS_LD + 8])
-        }
         asm volatile(WG_DEFER "wgmma.fence.sync.aligned;\n" ::: "memory");
         #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
             /* core matrices of k 8ks to 8ks + 7: 2 x 128 bytes along k per step */
             const ulong dh = wg_desc(at + ks * 64);
 #if TC_SPLIT
-            const ulong dl = wg_desc(lt + ks * 64);
+            const ulong dl = wg_desc(al + (t % WG_LOW_TILES) * A_TILE + ks * 64);
             WG_MMA(p, fl[ks], dh, ks > 0);        /* small terms first, fresh at ks 0 */
             WG_MMA(p, fh[ks], dl, 1);
             WG_MMA(p, fh[ks], dh, 1);
@@ -241,11 +296,19 @@ void sgemm_wg(GEMM_GPU_PARAMS)
 #endif
         }
         asm volatile(WG_DEFER "wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#if WG_PIPE
+        if (t + 1 < steps)
+            WG_STAGE(t + 1)
+#endif
         asm volatile(WG_DEFER "wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #if TC_SPLIT
         #pragma unroll
         for (int i = 0; i < ND; ++i)
             acc[i] += p[i];
+#endif
+#if WG_PIPE
+        if (t + 1 < steps)
+            WG_FRAGS(t + 1)
 #endif
     }
     asm volatile("cp.async.wait_group 0;");
