@@ -92,6 +92,10 @@ def test_workspace_limit_excludes_and_explains():
     big = next(v for v in sel.verdicts if v.solver_id == "a.big")
     assert big.applicable and big.rank is None
     assert big.reason == "needs 1048576 bytes of workspace, over the limit of 1024"
+    # explain --json says in one field which solvers the fallback may choose
+    rows = {r["solver_id"]: r for r in sel.to_dict()["solvers"]}
+    assert rows["a.big"]["applicable"] is True and rows["a.big"]["candidate"] is False
+    assert rows["b.small"]["candidate"] is True
 
 
 def test_non_dynamic_and_unknown_wti_are_not_candidates():

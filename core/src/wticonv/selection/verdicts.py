@@ -131,7 +131,10 @@ class Selection:
         return self.chosen.solver_id if self.chosen else None
 
     def to_dict(self) -> dict:
-        """A JSON-ready description (``wticonv explain --json``)."""
+        """A JSON-ready description (``wticonv explain --json``): each solver's
+        :class:`Verdict` fields, and ``candidate`` (:attr:`Verdict.candidate`: whether the
+        fallback may choose it; a solver whose ``is_applicable`` said yes is not one when,
+        for example, its workspace is over the limit: ``reason`` says why)."""
         return {
             "problem": self.problem.key,
             "direction": self.problem.direction,
@@ -141,5 +144,5 @@ class Selection:
             "allow_tf32": self.allow_tf32,
             "chosen": self.solver_id,
             "calibration_note": self.calibration_note,
-            "solvers": [asdict(v) for v in self.verdicts],
+            "solvers": [{**asdict(v), "candidate": v.candidate} for v in self.verdicts],
         }
