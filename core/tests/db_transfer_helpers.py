@@ -88,6 +88,8 @@ BAD = {
     "bad JSON": ('{"kind": "find-db", "device": ', "not valid JSON"),
     "unknown kind": (_rec(kind="findb"), "unknown kind \"findb\": the kinds are find-db"),
     "bad device key": (_rec(device="H200"), "is not a device key: platform|device name"),
+    "pattern without the three parts": (_rec(device="NVIDIA H*"),
+                                        "a pattern has the same three parts, with * ?"),
     "bad problem key": (_rec(problem="64-56-56-3x3"), "find-db key"),
     "inconsistent key": (_rec(problem=K1.replace("64-56-56-16", "64-55-56-16")),
                          "is inconsistent"),

@@ -207,3 +207,38 @@ def test_cli_check_takes_a_system_database_that_import_refuses(cache, tmp_path, 
     assert rc == 2 and "is a pattern, which only a system database may hold" in err
     assert "a file that names devices by pattern is a system database" in " ".join(
         err.split())
+
+
+def test_cli_check_of_a_system_database_with_bad_records_names_its_patterns(cache, tmp_path,
+                                                                            capsys):
+    path = tmp_path / "sys.jsonl"
+    pattern = "Portable Computing Language|pthread-*|3.1+debian"
+    assert run(capsys, "db", "export", str(path), "--device", CPU, "--kind", "calibration",
+               "--match", pattern)[0] == 0
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["values"]["factor"] = -1
+    path.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    rc, _, err = run(capsys, "db", "import", str(path), "--check")
+    flat = " ".join(err.split())
+    assert rc == 2 and ":2: values.factor = -1 must be a positive finite number" in flat
+    assert f"a system database (devices by pattern: {pattern!r}): fix or remove them" in flat
+    assert "--skip-bad" not in flat                  # a system database is never imported
+    rc, out, _ = run(capsys, "db", "import", str(path), "--check", "--json")
+    assert rc == 2 and json.loads(out)["patterns"] == [pattern]
+
+
+def test_cli_check_warns_of_records_whose_device_the_header_leaves_out(cache, tmp_path,
+                                                                       capsys):
+    path = tmp_path / "db.jsonl"
+    assert run(capsys, "db", "export", str(path), "--device", CPU, "--kind",
+               "calibration")[0] == 0
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["devices"] = ["NVIDIA CUDA|NVIDIA H200|580.1"]          # edited by hand
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    rc, out, err = run(capsys, "db", "import", str(path), "--check")
+    flat = " ".join(err.split())
+    assert rc == 0 and out.startswith("checked ")
+    assert f"records name 1 device(s) that the header's devices list leaves out ({CPU!r})" \
+        in flat

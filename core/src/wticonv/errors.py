@@ -96,13 +96,18 @@ class DbFileError(WticonvError, ValueError):
         fix it) per bad line; the header's when the file cannot be read at all.
     good : int
         How many records were good (``--skip-bad`` imports those).
+    patterns : list of str
+        The device patterns the file's readable records name (a system database's, checked
+        with ``--check``); empty for a file of device keys.
     """
 
-    def __init__(self, message: str = "", path: str = "", bad=(), good: int = 0) -> None:
+    def __init__(self, message: str = "", path: str = "", bad=(), good: int = 0,
+                 patterns=()) -> None:
         super().__init__(message)
         self.path = path
         self.bad = list(bad)
         self.good = good
+        self.patterns = list(patterns)
 
 
 class KernelBuildError(WticonvError):

@@ -212,6 +212,7 @@ def _refused(e: DbFileError, as_json: bool) -> int:
 
     if as_json:
         _emit_json({"file": e.path, "written": False, "good": e.good,
+                    "patterns": e.patterns,
                     "bad": [{"line": b.line, "error": b.error} for b in e.bad],
                     "error": str(e).splitlines()[0]})
         return 2
@@ -221,6 +222,12 @@ def _refused(e: DbFileError, as_json: bool) -> int:
     for where, error in group_bad(e.bad):
         print(f"wticonv: error: {e.path}:{where}: {error}" if where else
               f"wticonv: error: {error}", file=sys.stderr)
+    if e.patterns:          # a system database, checked (--check): never imported
+        print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}, a system database "
+              f"(devices by pattern: {', '.join(repr(p) for p in e.patterns)}): fix or "
+              "remove them before shipping it; where it is installed, selection leaves "
+              "them out and `wticonv db system` lists them", file=sys.stderr)
+        return 2
     more = (f", or pass --skip-bad to import the {e.good} good one(s)" if e.good else
             ": --skip-bad would import nothing, since every record is bad or goes in whole "
             "with a bad one (a device's calibration, a problem's find-db records on a "

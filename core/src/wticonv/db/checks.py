@@ -299,7 +299,11 @@ def check_record(obj, patterns: bool = False,
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise BadInput(f"device {json.dumps(device)[:80]} is not a device key: platform|"
                        "device name|driver version, as `wticonv devices` and `wticonv db "
-                       f"export` name it (e.g. {_EXAMPLE_DEVICE!r})")
+                       f"export` name it (e.g. {_EXAMPLE_DEVICE!r})"
+                       + ("; a pattern has the same three parts, with * ? or [...] "
+                          "inside them (e.g. 'Portable Computing Language|pthread-*|3.1*'), "
+                          "and only a system database may hold one"
+                          if isinstance(device, str) and is_pattern(device) else ""))
     if is_pattern(device) and not patterns:
         raise BadInput(f"device {device!r} is a pattern, {ONLY_SYSTEM_DBS} (docs/fleet.md): "
                        "give the exact device key")

@@ -356,6 +356,21 @@ def bad_report(bad) -> list[str]:
             for where, error in group_bad(bad)]
 
 
+def _unlisted(db: DbFile) -> list[str]:
+    """A warning when the header's ``devices`` leaves out devices that records name (a
+    file edited by hand, or two files joined): the records count, the header is wrong."""
+    listed = db.header.get("devices")
+    if not isinstance(listed, list):
+        return []
+    missing = sorted({r.device for r in db.records} - set(listed))
+    if not missing:
+        return []
+    return [f"{db.name}: records name {len(missing)} device(s) that the header's devices "
+            f"list leaves out ({', '.join(repr(d) for d in missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}): the records count; remake the file "
+            "with `wticonv db export` to mend the header"]
+
+
 def _halves(store, records) -> list[str]:
     """Warnings for the devices whose calibration the file holds only half of (factors
     without learned corrections, or the reverse) where ``store`` holds the other half:
@@ -428,8 +443,9 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
                 if keep else "no record of it is good")
         raise DbFileError(f"{db.name}: {len(db.bad)} bad record(s), nothing imported:\n"
                           f"{lines}\nfix or remove them, or {more}", db.name, db.bad,
-                          len(keep))
-    warnings = _halves(store, keep)
+                          len(keep), sorted({r.device for r in db.records
+                                             if is_pattern(r.device)}))
+    warnings = _halves(store, keep) + _unlisted(db)
     if not check and keep:
         store.load_records([r.as_tuple() for r in keep])
     return {"records": {k: sum(r.kind == k for r in keep) for k in KINDS},
