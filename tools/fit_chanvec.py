@@ -8,11 +8,11 @@ the efficiency ``e`` that makes the plan's modelled time
 (:func:`wticonv.runtime.kit.launches_seconds` of :func:`wticonv_direct.chanvec_plan.plan`,
 with the row's device figures) equal the measured time is found by bisection; runs whose
 measured time is below the model's floor (its launches and packing at any efficiency)
-are left out and counted. Then ``BLOCK_EFFICIENCY`` (per register block) and
-``REDUCTION_HALF`` are chosen on a grid to minimize the rms of
+are left out and counted. Then ``BLOCK_EFFICIENCY`` (per register block),
+``REDUCTION_HALF`` and ``TAP_OVERHEAD`` are chosen on a grid to minimize the rms of
 ``log(model e / implied e)``, the model being
-``BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF)``, ``q = C/G x R x S``
-(wticonv_direct.chanvec). Prints the fit, the current constants' error, and the implied
+``BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF + TAP_OVERHEAD x R x S)``,
+``q = C/G x R x S`` (wticonv_direct.chanvec). Prints the fit, the current constants' error, and the implied
 efficiency by reduction length.
 
 Fit only on calibration probes and development networks; the test networks judge the
@@ -36,12 +36,13 @@ from wticonv_direct import chanvec, chanvec_plan
 #: The bisection's bounds on the implied efficiency; a run at a bound is left out.
 E_LOW, E_HIGH = 1e-3, 5.0
 HALVES = (10, 20, 30, 40, 50, 60, 80, 100, 120, 150, 200)
+TAPS = (0, 1, 2, 3, 5, 10)
 GRID = np.round(np.arange(0.30, 1.60, 0.02), 2)
 
 
 def implied(rows):
-    """[(block, q, implied efficiency)] of the runs above the model's floor, and the
-    number left out."""
+    """[(block, q, R x S, implied efficiency)] of the runs above the model's floor, and
+    the number left out."""
     out, floor = [], 0
     for r in rows:
         p = parse_key(r["problem"])
@@ -61,12 +62,13 @@ def implied(rows):
         if not E_LOW * 1.01 < mid < E_HIGH * 0.99:
             floor += 1
             continue
-        out.append((chanvec_plan.block(p), (p.c // p.groups) * p.r * p.s, mid))
+        out.append((chanvec_plan.block(p), (p.c // p.groups) * p.r * p.s, p.r * p.s, mid))
     return out, floor
 
 
-def errors(data, block_eff, half):
-    return np.array([math.log(block_eff[b] * q / (q + half) / e) for b, q, e in data])
+def errors(data, block_eff, half, tap):
+    return np.array([math.log(block_eff[b] * q / (q + half + tap * rs) / e)
+                     for b, q, rs, e in data])
 
 
 def main(argv=None) -> int:
@@ -83,10 +85,10 @@ def main(argv=None) -> int:
         return 1
     data, floor = implied(rows)
     print(f"{len(rows)} runs, {floor} below the model's floor (left out)")
-    blocks = sorted({b for b, _, _ in data})
+    blocks = sorted({d[0] for d in data})
     for b in blocks:
-        qs = np.array([q for bb, q, _ in data if bb == b])
-        es = np.array([e for bb, _, e in data if bb == b])
+        qs = np.array([d[1] for d in data if d[0] == b])
+        es = np.array([d[3] for d in data if d[0] == b])
         print(f"block {b}: {len(qs)} runs")
         for lo, hi in ((0, 64), (64, 160), (160, 400), (400, 1200), (1200, 10**9)):
             m = (qs >= lo) & (qs < hi)
@@ -95,19 +97,23 @@ def main(argv=None) -> int:
                       f"{np.median(es[m]):.3f} (range {es[m].min():.3f}-{es[m].max():.3f})")
     best = None
     for half in HALVES:
-        # the blocks' constants separate: each minimizes its own runs' squared error
-        eff = {}
-        for b in blocks:
-            sub = [d for d in data if d[0] == b]
-            eff[b] = min(GRID, key=lambda g: float(np.sum(errors(sub, {b: g}, half) ** 2)))
-        rms = float(np.sqrt(np.mean(errors(data, eff, half) ** 2)))
-        if best is None or rms < best[0]:
-            best = (rms, half, eff)
-    rms, half, eff = best
-    err = errors(data, eff, half)
+        for tap in TAPS:
+            # the blocks' constants separate: each minimizes its own runs' squared error
+            eff = {}
+            for b in blocks:
+                sub = [d for d in data if d[0] == b]
+                eff[b] = min(GRID, key=lambda g: float(np.sum(
+                    errors(sub, {b: g}, half, tap) ** 2)))
+            rms = float(np.sqrt(np.mean(errors(data, eff, half, tap) ** 2)))
+            if best is None or rms < best[0] - 1e-9:
+                best = (rms, half, tap, eff)
+    rms, half, tap, eff = best
+    err = errors(data, eff, half, tap)
     print(f"fit: BLOCK_EFFICIENCY = {{{', '.join(f'{b}: {e:.2f}' for b, e in eff.items())}}}"
-          f", REDUCTION_HALF = {half}: rms log error {rms:.3f}, median {np.median(err):+.3f}")
-    now = errors(data, {b: chanvec.BLOCK_EFFICIENCY[b] for b in blocks}, chanvec.REDUCTION_HALF)
+          f", REDUCTION_HALF = {half}, TAP_OVERHEAD = {tap}: rms log error {rms:.3f}, "
+          f"median {np.median(err):+.3f}")
+    now = errors(data, {b: chanvec.BLOCK_EFFICIENCY[b] for b in blocks},
+                 chanvec.REDUCTION_HALF, chanvec.TAP_OVERHEAD)
     print(f"current constants: rms log error {np.sqrt(np.mean(now ** 2)):.3f}, "
           f"median {np.median(now):+.3f}")
     return 0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv_direct import chanvec_plan
-from wticonv_direct.chanvec import (BLOCK_EFFICIENCY, REDUCTION_HALF, efficiency,
+from wticonv_direct.chanvec import (BLOCK_EFFICIENCY, REDUCTION_HALF, TAP_OVERHEAD, efficiency,
                                     predicted_seconds, solver)
 
 P = ConvProblem
@@ -94,7 +94,7 @@ def test_declines_with_a_reason(problem, device, words):
 def test_wti_model_figures():
     dev = _device()
     p = P(8, 2048, 7, 7, 512, 1, 1)
-    eff = BLOCK_EFFICIENCY[(6, 4)] * 2048 / (2048 + REDUCTION_HALF)
+    eff = BLOCK_EFFICIENCY[(6, 4)] * 2048 / (2048 + REDUCTION_HALF + TAP_OVERHEAD)
     assert efficiency(p) == pytest.approx(eff)
     packing = 8 * 512 * 2048 / dev.bandwidth
     expected = 2 * dev.launch_overhead_s + packing + p.flops / (dev.peak_flops * eff)
@@ -103,5 +103,6 @@ def test_wti_model_figures():
     assert solver.workspace_size(p, dev) == 4 * 512 * 2048
     # a short reduction (3 channels x 7 x 7) runs at a smaller share of peak
     stem = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2)
-    assert efficiency(stem) == pytest.approx(0.70 * 147 / (147 + 40))
+    # and each of its 49 taps (offsets, padding test) weighs on 3 channels only
+    assert efficiency(stem) == pytest.approx(0.74 * 147 / (147 + 50 + 2 * 49))
     assert solver.get_wti(stem, _device("gpu")) == -2.0

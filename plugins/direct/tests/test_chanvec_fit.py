@@ -26,7 +26,7 @@ def _tool():
     return mod
 
 
-def _runs(path, block_eff, half, extra=()):
+def _runs(path, block_eff, half, tap, extra=()):
     """Runs timed exactly as the model with these constants predicts, plus ``extra``
     (key, measured ms) rows."""
     dev = RecordingDevice("cpu")
@@ -43,7 +43,8 @@ def _runs(path, block_eff, half, extra=()):
         for p in problems:
             b = chanvec_plan.block(p)
             q = (p.c // p.groups) * p.r * p.s
-            t = launches_seconds(chanvec_plan.plan(p, block_eff[b] * q / (q + half)), dev)
+            e = block_eff[b] * q / (q + half + tap * p.r * p.s)
+            t = launches_seconds(chanvec_plan.plan(p, e), dev)
             rows.append((p.key, 1e3 * t))
         for key, ms in [*rows, *extra]:
             w.writerow([key, "fwd", "direct.chanvec", ms, ms, "cpu0", "cpu", 2, dev.peak_flops,
@@ -54,14 +55,15 @@ def _runs(path, block_eff, half, extra=()):
 def test_fit_finds_the_constants_the_runs_were_made_with(tmp_path, capsys):
     tool = _tool()
     # one run far below the model's floor (two launches in 1 us) is left out
-    probs = _runs(tmp_path / "cal.csv", {(6, 4): 0.9, (12, 2): 0.5}, 80)
+    probs = _runs(tmp_path / "cal.csv", {(6, 4): 0.9, (12, 2): 0.5}, 80, 5)
     assert {chanvec_plan.block(p) for p in probs} == {(6, 4), (12, 2)}
-    _runs(tmp_path / "cal2.csv", {(6, 4): 0.9, (12, 2): 0.5}, 80,
+    _runs(tmp_path / "cal2.csv", {(6, 4): 0.9, (12, 2): 0.5}, 80, 5,
           extra=[(probs[0].key, 1e-3)])
     assert tool.main([str(tmp_path / "cal2.csv")]) == 0
     out = capsys.readouterr().out
     assert "9 runs, 1 below the model's floor" in out
-    assert "BLOCK_EFFICIENCY = {(6, 4): 0.90, (12, 2): 0.50}, REDUCTION_HALF = 80" in out
+    assert ("BLOCK_EFFICIENCY = {(6, 4): 0.90, (12, 2): 0.50}, REDUCTION_HALF = 80, "
+            "TAP_OVERHEAD = 5") in out
     assert "rms log error 0.000" in out
 
 

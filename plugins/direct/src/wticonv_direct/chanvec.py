@@ -19,21 +19,23 @@ WTI model (fraction of ``device.peak_flops``)::
     time = 2 x overhead                                   (two launches)
          + 8 K C/G R S / bandwidth                        (packing the filters)
          + flops / (peak x efficiency)
-    efficiency = BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF),   q = C/G x R x S
+    efficiency = BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF + TAP_OVERHEAD x R x S)
+    q = C/G x R x S
 
 the second factor being the share of a work-item's time spent in its reduction rather
-than setting up its positions and storing its outputs. The constants are fitted to the
-138 runs of this solver among the probes of one ``wticonv calibrate`` on a 2-core AMD
-EPYC (Zen 4, PoCL 3.1; random problems, none a network's layer; file
-benchmarks/results/calibrate-chanvec-fit-cpu-zen4.csv, script
-``tools/fit_chanvec.py``): each run's efficiency that makes the model give its measured
-time, then the constants with the least rms log error over the 129 runs whose time is
-above the model's launch floor (the nine below it are pictures of 1x1 to 7x7 whose two
-launches took 4-16 us against the 40 us the device figure charges). The rms log error
-of the modelled efficiency is 0.40 (the first, hand-set constants 0.75, 0.55 and 150:
-0.62, and 1.35x too slow at the median); the first runs on the kernel alone (ResNet-50's
-layers at N=8: 0.48 for 64 input channels on 56x56, 0.63 for the 7x7 stem, 0.75-0.93 for
-512-2048 input channels) agree within that error.
+than setting up its positions, each filter tap's offsets and padding test, and storing
+its outputs (a 3-channel stem's 49 taps run 3 channels each). The constants are fitted
+to the 278 runs of this solver among the probes of two ``wticonv calibrate`` runs on a
+2-core AMD EPYC (Zen 4, PoCL 3.1; random problems, none a network's layer; files
+benchmarks/results/calibrate-chanvec-fit-cpu-zen4.csv and
+evaluate-test-n4-cpu-zen4-6/calibrate.csv, script ``tools/fit_chanvec.py``): each run's
+efficiency that makes the model give its measured time, then the constants with the
+least rms log error over the 259 runs whose time is above the model's launch floor (the
+others are pictures of 1x1 to 7x7 whose two launches took 4-16 us against the 40 us the
+device figure charges). The rms log error of the modelled efficiency is 0.42 (median -0.05), about what
+two timings of one probe differ by on that machine (the first, hand-set constants 0.75,
+0.55, 150 and no tap term: 0.62, and 1.35x too slow at the median); the 3 -> 64 7x7
+stride-2 probe on 520x520 implied 0.37-0.38 and is modelled 0.36.
 """
 
 from __future__ import annotations
@@ -43,20 +45,23 @@ from wticonv.runtime.kit import enqueue, launches_seconds, modelled_kind, progra
 
 from . import chanvec_plan
 
-__all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF",
+__all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP_OVERHEAD",
            "efficiency", "predicted_seconds"]
 
 #: Fraction of peak of a long reduction, per register block (positions, vectors).
-BLOCK_EFFICIENCY = {(6, 4): 0.70, (12, 2): 0.58}
+BLOCK_EFFICIENCY = {(6, 4): 0.74, (12, 2): 0.66}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
-REDUCTION_HALF = 40
+REDUCTION_HALF = 50
+#: What each filter tap (r, s) adds to that length: its offsets and padding test.
+TAP_OVERHEAD = 2
 
 
 def efficiency(problem) -> float:
     """The modelled fraction of peak of chanvec_fwd on ``problem`` (module docstring)."""
     q = (problem.c // problem.groups) * problem.r * problem.s
-    return BLOCK_EFFICIENCY[chanvec_plan.block(problem)] * q / (q + REDUCTION_HALF)
+    return (BLOCK_EFFICIENCY[chanvec_plan.block(problem)] * q
+            / (q + REDUCTION_HALF + TAP_OVERHEAD * problem.r * problem.s))
 
 
 def predicted_seconds(problem, device) -> float:
