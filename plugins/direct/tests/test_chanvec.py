@@ -54,6 +54,37 @@ def test_matches_the_reference(handle, name):
     assert chanvec_plan.block(p) == ((6, 4) if p.k // p.groups % 64 == 0 else (12, 2))
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_backward_weights_match_the_reference(handle, name):
+    """chanvec_wrw: every tap's valid columns, blocks of input channels past the group's
+    last one (the stem's 3 of 6), groups, strides, padding beyond the filter."""
+    _cpu16(handle)
+    p = CASES[name].with_direction("wrw")
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, p.x_shape).astype(np.float32)
+    dy = rng.uniform(-1, 1, p.y_shape).astype(np.float32)
+    dw = handle.compute(p, solver="direct.chanvec", x=x, y=dy)
+    ref = reference(p, x=x, y=dy)
+    assert dw.shape == ref.shape == p.w_shape
+    assert rms_range(dw, ref) < solver.tolerance, f"{p.key}: {rms_range(dw, ref)}"
+
+
+def test_backward_weights_leave_padding_taps_out(handle):
+    """A padding tap contributes an exact zero: an Inf in dy reaches only the weights
+    whose tap sees real input at that position."""
+    _cpu16(handle)
+    p = P(1, 2, 4, 4, 64, 3, 3, pad_h=1, pad_w=1, direction="wrw")
+    x = np.ones(p.x_shape, np.float32)
+    dy = np.ones(p.y_shape, np.float32)
+    dy[0, 5, 0, 0] = np.inf              # output (0, 0): taps r = 0 or s = 0 are padding
+    dw = handle.compute(p, solver="direct.chanvec", x=x, y=dy)
+    assert np.isinf(dw[5, :, 1:, 1:]).all() and np.isfinite(dw[5, :, 0, :]).all()
+    assert np.isfinite(dw[5, :, :, 0]).all()
+    # ones everywhere: each weight counts the positions whose tap is inside (3 or 4 rows
+    # times 3 or 4 columns)
+    assert np.all(dw[4] == np.array([[9.0, 12.0, 9.0], [12.0, 16.0, 12.0], [9.0, 12.0, 9.0]]))
+
+
 def test_nan_in_the_picture_reaches_only_its_outputs(handle):
     """A padding tap is an exact zero: a NaN spreads only to the outputs whose window
     holds it, and an Inf in a filter only where it meets a nonzero input."""
@@ -76,7 +107,7 @@ def _device(kind="cpu", vector_width=16):
 
 
 @pytest.mark.parametrize("problem, device, words", [
-    (P(1, 8, 7, 7, 64, 3, 3, direction="bwd"), _device(), "forward only"),
+    (P(1, 8, 7, 7, 64, 3, 3, direction="bwd"), _device(), "forward and backward weights only"),
     (P(1, 8, 7, 7, 48, 3, 3), _device(), "multiple of 32"),
     (P(1, 64, 7, 7, 64, 3, 3, groups=4), _device(), "K/G = 16"),
     (P(1, 8, 9, 9, 64, 3, 3, dilation_h=2, dilation_w=2), _device(), "no dilation"),
@@ -89,6 +120,7 @@ def test_declines_with_a_reason(problem, device, words):
     got = solver.is_applicable(problem, device)
     assert isinstance(got, Decline) and words in str(got)
     assert solver.is_applicable(P(1, 8, 7, 7, 64, 3, 3), _device()) is True
+    assert solver.is_applicable(P(1, 8, 7, 7, 64, 3, 3, direction="wrw"), _device()) is True
 
 
 def test_wti_model_figures():

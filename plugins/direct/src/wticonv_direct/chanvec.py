@@ -46,7 +46,8 @@ from wticonv.runtime.kit import enqueue, launches_seconds, modelled_kind, progra
 from . import chanvec_plan
 
 __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP_OVERHEAD",
-           "efficiency", "predicted_seconds"]
+           "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "efficiency", "wrw_efficiency",
+           "predicted_seconds"]
 
 #: Fraction of peak of a long reduction, per register block (positions, vectors).
 BLOCK_EFFICIENCY = {(6, 4): 0.74, (12, 2): 0.66}
@@ -55,19 +56,43 @@ BLOCK_EFFICIENCY = {(6, 4): 0.74, (12, 2): 0.66}
 REDUCTION_HALF = 50
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
 TAP_OVERHEAD = 2
+#: Backward weights: fraction of peak of a long row, per register block.
+WRW_EFFICIENCY = {(6, 4): 0.74, (12, 2): 0.66}
+#: Backward weights: a row's set-up (its tap row test and pointers), in columns' time.
+WRW_ROW_OVERHEAD = 2
 
 
-def efficiency(problem) -> float:
-    """The modelled fraction of peak of chanvec_fwd on ``problem`` (module docstring)."""
+def efficiency(problem, compute_units: int = 1) -> float:
+    """The modelled fraction of peak of chanvec_fwd (or chanvec_wrw) on ``problem``
+    (module docstring)."""
+    if problem.direction == "wrw":
+        return wrw_efficiency(problem, compute_units)
     q = (problem.c // problem.groups) * problem.r * problem.s
     return (BLOCK_EFFICIENCY[chanvec_plan.block(problem)] * q
             / (q + REDUCTION_HALF + TAP_OVERHEAD * problem.r * problem.s))
 
 
+def wrw_efficiency(problem, compute_units: int) -> float:
+    """chanvec_wrw's modelled fraction of peak: :data:`WRW_EFFICIENCY` of the block, times
+    the share of a row's time in its columns (a row costs :data:`WRW_ROW_OVERHEAD`
+    columns' time to set up), times the share of the compute units its work-items fill
+    (one work-item per block runs on one unit)."""
+    p = problem
+    pb, kv = chanvec_plan.block(p)
+    cols = max(p.wo, 1)
+    fill = min(1.0, chanvec_plan.wrw_items(p) / max(compute_units, 1))
+    return WRW_EFFICIENCY[(pb, kv)] * cols / (cols + WRW_ROW_OVERHEAD) * fill
+
+
 def predicted_seconds(problem, device) -> float:
     """Predicted time in seconds of ``problem`` on the CPU ``device`` (module docstring;
     :func:`wticonv.runtime.kit.launches_seconds` of the plan)."""
-    return launches_seconds(chanvec_plan.plan(problem, efficiency(problem)), device)
+    return launches_seconds(chanvec_plan.plan(problem, _efficiency(problem, device)),
+                            device)
+
+
+def _efficiency(problem, device) -> float:
+    return efficiency(problem, device.info.compute_units)
 
 
 class ChanvecSolver:
@@ -99,11 +124,11 @@ class ChanvecSolver:
 
     @hookimpl
     def programs(self, problem, device):
-        return programs_of(chanvec_plan.plan(problem, efficiency(problem)))
+        return programs_of(chanvec_plan.plan(problem, _efficiency(problem, device)))
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        enqueue(device, chanvec_plan.plan(problem, efficiency(problem)),
+        enqueue(device, chanvec_plan.plan(problem, _efficiency(problem, device)),
                 {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace})
 
 

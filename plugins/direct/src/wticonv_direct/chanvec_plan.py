@@ -1,11 +1,13 @@
 """Launch planning for direct.chanvec: applicability, the build, the two launches.
 
 Kept apart from the hook functions (chanvec.py). The launches are
-:class:`wticonv.runtime.kit.Launch` objects of ``kernels/chanvec.cl``: ``chanvec_pack``
-(the filters into the workspace, each block of output channels contiguous) and
-``chanvec_fwd`` (the convolution; a work-item per block of positions x output channels).
-The build options depend only on K/G (which of two register blocks), never on other
-sizes.
+:class:`wticonv.runtime.kit.Launch` objects of ``kernels/chanvec.cl``. Forward:
+``chanvec_pack`` (the filters into the workspace, each block of output channels
+contiguous) and ``chanvec_fwd`` (the convolution; a work-item per block of positions x
+output channels). Backward weights: ``chanvec_pack`` of dy (image by image, each block of
+output channels contiguous per position) and ``chanvec_wrw`` (a work-item per block of
+output channels x input channels of one filter tap). The build options depend only on
+K/G (which of two register blocks), never on other sizes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from wticonv.runtime.kit import Launch, kernel_family
 
 from .programs import KERNELS
 
-__all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "plan"]
+__all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "wrw_items", "plan"]
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
 #: block divides K/G: 6 x 64 channels (24 accumulator vectors of AVX-512's 32), else 12 x 32
@@ -38,9 +40,9 @@ def decline_reason(problem, device) -> str:
     if kernel_family(device) != "cpu":
         return ("a CPU kernel (vectors of 16 output channels, one work-item per block): "
                 "the GPU solvers serve GPUs")
-    if p.direction != "fwd":
-        return (f"forward only: {p.direction} is served by the other solvers (`wticonv "
-                "explain` ranks them)")
+    if p.direction == "bwd":
+        return ("forward and backward weights only: backward data is served by the other "
+                "solvers (`wticonv explain` ranks them)")
     if p.dilation_h != 1 or p.dilation_w != 1:
         return "no dilation (direct.tiled and gemm.im2col take dilated layers)"
     if p.is_depthwise:
@@ -56,9 +58,20 @@ def decline_reason(problem, device) -> str:
 
 
 def workspace_bytes(problem) -> int:
-    """Bytes of the packed filters: K x C/G x R x S floats."""
+    """Bytes of the packed filters, K x C/G x R x S floats (forward), or of the packed dy,
+    N x K x Ho x Wo floats (backward weights)."""
     p = problem
+    if p.direction == "wrw":
+        return 4 * p.n * p.k * p.ho * p.wo
     return 4 * p.k * (p.c // p.groups) * p.r * p.s
+
+
+def wrw_items(problem) -> int:
+    """Work-items of chanvec_wrw: blocks of output channels x (blocks of a group's input
+    channels x filter taps)."""
+    p = problem
+    pb, kv = block(p)
+    return (p.k // (16 * kv)) * -(-(p.c // p.groups) // pb) * p.r * p.s
 
 
 def _options(pb: int, kv: int) -> str:
@@ -72,6 +85,8 @@ def plan(problem, efficiency: float) -> list[Launch]:
     p = problem
     pb, kv = block(p)
     opts = _options(pb, kv)
+    if p.direction == "wrw":
+        return _plan_wrw(p, pb, kv, opts, efficiency)
     crs = (p.c // p.groups) * p.r * p.s
     total = p.k * crs
     # arguments built only when the plan runs (ranking reads the costs alone)
@@ -81,6 +96,19 @@ def plan(problem, efficiency: float) -> list[Launch]:
     conv = KERNELS.launch("chanvec.cl", "chanvec_fwd", opts,
                           (-(-(p.n * p.ho * p.wo) // pb), p.k // (16 * kv)), (1, 1),
                           lambda: ("x", "ws", "y") + _sizes(p), flops=p.flops,
+                          efficiency=efficiency)
+    return [pack, conv]
+
+
+def _plan_wrw(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]:
+    hwo = p.ho * p.wo
+    pack = KERNELS.launch("chanvec.cl", "chanvec_pack", opts,
+                          (-(-hwo // 16), p.k // 16, p.n), (1, 1, 1),
+                          lambda: ("y", "ws", np.int32(p.k), np.int32(hwo)),
+                          bytes=8 * p.n * p.k * hwo)
+    conv = KERNELS.launch("chanvec.cl", "chanvec_wrw", opts,
+                          (-(-(p.c // p.groups) // pb) * p.r * p.s, p.k // (16 * kv)), (1, 1),
+                          lambda: ("x", "ws", "w") + _sizes(p), flops=p.flops,
                           efficiency=efficiency)
     return [pack, conv]
 

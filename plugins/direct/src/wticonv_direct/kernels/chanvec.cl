@@ -11,8 +11,12 @@
  *
  * - chanvec_pack: the filters w[k][c/g][r][s] into the workspace as
  *   wp[block][c/g][r][s][16*KV], each block's 16*KV output channels contiguous (K is a
- *   multiple of 16*KV);
- * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW).
+ *   multiple of 16*KV); for backward weights dy[n][k][oh][ow] the same way, image by
+ *   image: dyp[n][block][oh][ow][16*KV];
+ * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW);
+ * - chanvec_wrw: backward weights, reading x and dyp and writing dw: a work-item
+ *   computes 16*KV output channels x PB input channels of one filter tap (r, s),
+ *   summing over every position (n, oh, ow) whose tap falls inside the picture.
  *
  * Padding: per (r, s) the positions whose tap falls outside the picture are found once;
  * where none does, the loop over c runs without a select. A padding tap contributes an
@@ -58,6 +62,9 @@ void chanvec_pack(__global const float *restrict w, __global float *restrict wp,
     const int q0 = get_global_id(0) * 16;
     const int k0 = get_global_id(1) * 16;
     const int b = k0 / KB, jb = k0 % KB;
+    /* grid dimension 2: independent matrices one after the other (dy's images) */
+    w += (long)get_global_id(2) * K * CRS;
+    wp += (long)get_global_id(2) * K * CRS;
     float t[16][16];
     for (int j = 0; j < 16; ++j)
         for (int q = 0; q < 16; ++q)
@@ -124,5 +131,69 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
             vstore16(acc[v][i], v, t);
         for (int j = 0; j < KB; ++j)
             yo[(long)j * Ho * Wo] = t[j];
+    }
+}
+
+/* Backward weights: dw[k][c][r][s] = sum over (n, oh, ow) of dy[n][k][oh][ow] x
+ * x[n][g Cg + c][oh SH - PH + r][ow SW - PW + s], the positions whose tap is padding left
+ * out (an exact zero, as in chanvec_fwd). Work-item (qb, kb): output channels kb KB to
+ * kb KB + KB - 1, input channels c0 to c0 + PB - 1 of its group at tap (r, s), where
+ * qb = (c0 / PB) R S + r S + s. Per position: KV vectors of dyp and PB broadcast inputs,
+ * PB x KV multiply-adds. A row's valid columns are found once, so the loop over them
+ * has no test; a block past the group's last channel repeats that channel, and stores
+ * only its own. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_wrw(__global const float *restrict x, __global const float *restrict dyp,
+                 __global float *restrict dw,
+                 const int N, const int C, const int H, const int W, const int K,
+                 const int R, const int S, const int Ho, const int Wo,
+                 const int SH, const int SW, const int PH, const int PW, const int G)
+{
+    const int qb = get_global_id(0), kb = get_global_id(1);
+    const int Cg = C / G, Kg = K / G, HW = H * W, HWo = Ho * Wo, RS = R * S;
+    const int g = kb * KB / Kg;
+    const int c0 = (qb / RS) * PB, rs = qb % RS, r = rs / S, s = rs % S;
+    const int qn = min(PB, Cg - c0);
+    long xoff[PB];
+    for (int j = 0; j < PB; ++j)
+        xoff[j] = (long)min(j, qn - 1) * HW;
+    /* columns whose tap iw = ow SW - PW + s lies in [0, W) */
+    const int ow_lo = PW > s ? (PW - s + SW - 1) / SW : 0;
+    const int ow_hi = W - 1 + PW - s < 0 ? 0 : min(Wo, (W - 1 + PW - s) / SW + 1);
+    float16 acc[KV][PB];
+    for (int v = 0; v < KV; ++v)
+        for (int j = 0; j < PB; ++j)
+            acc[v][j] = (float16)0.0f;
+    const int nkb = K / KB;
+    for (int n = 0; n < N; ++n) {
+        const long xn = ((long)n * C + g * Cg + c0) * HW;
+        const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
+        for (int oh = 0; oh < Ho; ++oh) {
+            const int ih = oh * SH - PH + r;
+            if (ih < 0 || ih >= H)
+                continue;
+            /* x[xr + ow SW] is column ow's tap (inside the picture: ow_lo <= ow < ow_hi) */
+            const long xr = xn + ih * W - PW + s;
+            const __global float *dr = dn + (long)oh * Wo * KB;
+            for (int ow = ow_lo; ow < ow_hi; ++ow) {
+                float16 dv[KV];
+                _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                    dv[v] = vload16(v, dr + ow * KB);
+                const int iw = ow * SW;
+                _Pragma("unroll") for (int j = 0; j < PB; ++j) {
+                    const float16 xv = (float16)(x[xr + xoff[j] + iw]);
+                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                        acc[v][j] = fma(xv, dv[v], acc[v][j]);
+                }
+            }
+        }
+    }
+    for (int j = 0; j < qn; ++j) {
+        __global float *o = dw + ((long)kb * KB * Cg + c0 + j) * RS + rs;
+        float t[KB];
+        for (int v = 0; v < KV; ++v)
+            vstore16(acc[v][j], v, t);
+        for (int k = 0; k < KB; ++k)
+            o[(long)k * Cg * RS] = t[k];
     }
 }
