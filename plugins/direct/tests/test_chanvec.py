@@ -128,7 +128,7 @@ def test_wti_model_figures():
     p = P(8, 2048, 7, 7, 512, 1, 1)
     eff = BLOCK_EFFICIENCY[(6, 4)] * 2048 / (2048 + REDUCTION_HALF + TAP_OVERHEAD)
     assert efficiency(p) == pytest.approx(eff)
-    packing = 8 * 512 * 2048 / dev.bandwidth
+    packing = chanvec_plan.PACK_BYTES_FACTOR * 8 * 512 * 2048 / dev.bandwidth
     expected = 2 * dev.launch_overhead_s + packing + p.flops / (dev.peak_flops * eff)
     assert predicted_seconds(p, dev) == pytest.approx(expected)
     assert solver.get_wti(p, dev) == pytest.approx(p.flops / (dev.peak_flops * expected))
@@ -136,5 +136,32 @@ def test_wti_model_figures():
     # a short reduction (3 channels x 7 x 7) runs at a smaller share of peak
     stem = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2)
     # and each of its 49 taps (offsets, padding test) weighs on 3 channels only
-    assert efficiency(stem) == pytest.approx(0.74 * 147 / (147 + 50 + 2 * 49))
+    assert efficiency(stem) == pytest.approx(BLOCK_EFFICIENCY[(6, 4)] * 147
+                                             / (147 + REDUCTION_HALF + TAP_OVERHEAD * 49))
     assert solver.get_wti(stem, _device("gpu")) == -2.0
+
+
+def test_backward_weights_model_figures():
+    from wticonv_direct.chanvec import (WRW_EFFICIENCY, WRW_ITEM_OVERHEAD, WRW_POINTWISE,
+                                        WRW_ROW_OVERHEAD, wrw_efficiency)
+
+    dev = _device()                                   # 2 compute units
+    # the stem: 49 taps x one block of 6 channels of which 3 are real
+    stem = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2,
+             direction="wrw")
+    rows = 8 * 112
+    length = rows * 112 / (rows * (112 + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)
+    assert chanvec_plan.wrw_items(stem) == 49
+    assert wrw_efficiency(stem, 2) == pytest.approx(WRW_EFFICIENCY[(6, 4)] * length * 0.5)
+    # one work-item (64 output channels, 6 input channels, 1x1): half of two units busy
+    one = P(1, 6, 8, 8, 64, 1, 1, direction="wrw")
+    length = 8 * 8 / (8 * (8 + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)
+    assert chanvec_plan.wrw_items(one) == 1
+    assert wrw_efficiency(one, 2) == pytest.approx(
+        WRW_EFFICIENCY[(6, 4)] * length * 0.5 * WRW_POINTWISE)
+    # the workspace holds dy packed: N x K x Ho x Wo floats
+    assert solver.workspace_size(stem, dev) == 4 * 8 * 64 * 112 * 112
+    packing = chanvec_plan.PACK_BYTES_FACTOR * 8 * 8 * 64 * 112 * 112 / dev.bandwidth
+    expected = (2 * dev.launch_overhead_s + packing
+                + stem.flops / (dev.peak_flops * wrw_efficiency(stem, 2)))
+    assert predicted_seconds(stem, dev) == pytest.approx(expected)

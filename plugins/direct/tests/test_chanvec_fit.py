@@ -72,3 +72,34 @@ def test_fit_says_when_no_run_is_of_the_solver(tmp_path, capsys):
     path.write_text(",".join(COLUMNS) + "\n")
     assert _tool().main([str(path)]) == 1
     assert "no CPU runs of direct.chanvec" in capsys.readouterr().err
+
+
+def test_fit_of_backward_weights_finds_its_constants(tmp_path, capsys):
+    dev = RecordingDevice("cpu")
+    problems = [ConvProblem(n=n, c=c, h=h, w=h, k=k, r=r, s=r, pad_h=r // 2, pad_w=r // 2,
+                            groups=g, direction="wrw")
+                for n, c, h, k, r, g in ((8, 64, 56, 256, 1, 1), (8, 512, 7, 512, 3, 1),
+                                         (4, 16, 28, 64, 1, 1), (2, 256, 14, 1024, 1, 1),
+                                         (8, 3, 56, 64, 7, 1), (4, 128, 28, 128, 3, 4),
+                                         (8, 256, 14, 256, 3, 8), (2, 64, 28, 64, 1, 2))]
+    block_eff, row, item, pointwise = {(6, 4): 0.86, (12, 2): 0.7}, 4, 32, 0.65
+    with open(tmp_path / "cal.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for p in problems:
+            b = chanvec_plan.block(p)
+            cg = p.c // p.groups
+            known = (min(1.0, chanvec_plan.wrw_items(p) / 2)         # fill of 2 units
+                     * cg / (-(-cg // b[0]) * b[0]))                 # channels used
+            rows = p.n * p.ho
+            e = (block_eff[b] * rows * p.wo / (rows * (p.wo + row) + item) * known
+                 * (pointwise if p.r == 1 else 1))
+            ms = 1e3 * launches_seconds(chanvec_plan.plan(p, e), dev)
+            w.writerow([p.key, "wrw", "direct.chanvec", ms, ms, "cpu0", "cpu", 2,
+                        dev.peak_flops, dev.bandwidth, dev.launch_overhead_s, 16])
+    assert _tool().main([str(tmp_path / "cal.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "-- wrw: 8 runs" in out and "-- fwd" not in out
+    assert ("WRW_EFFICIENCY = {(6, 4): 0.86, (12, 2): 0.70}, WRW_ROW_OVERHEAD = 4, "
+            "WRW_ITEM_OVERHEAD = 32, WRW_POINTWISE = 0.65, PACK_BYTES_FACTOR = "
+            f"{chanvec_plan.PACK_BYTES_FACTOR}: rms log error 0.000") in out

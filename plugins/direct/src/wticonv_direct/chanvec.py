@@ -1,41 +1,51 @@
-"""The ``direct.chanvec`` solver: forward convolution on CPUs with output channels in the
-vector lanes.
+"""The ``direct.chanvec`` solver: forward and backward-weights convolution on CPUs with
+output channels in the vector lanes.
 
-Applies to forward problems on CPUs with 16-float vectors (AVX-512), any filter, stride
-and padding, no dilation, groups whose K/G is a multiple of 32 (the register block,
-:data:`.chanvec_plan.BLOCKS`). Dynamic: two builds per device at most (one per register
-block); every size is a kernel argument. Kernels: ``kernels/chanvec.cl``; launches:
-:mod:`.chanvec_plan`. The workspace holds the packed filters, 4 K C/G R S bytes.
+Applies to forward and backward-weights problems on CPUs with 16-float vectors
+(AVX-512), any filter, stride and padding, no dilation, groups whose K/G is a multiple
+of 32 (the register block, :data:`.chanvec_plan.BLOCKS`). Dynamic: two builds per device
+at most (one per register block); every size is a kernel argument. Kernels:
+``kernels/chanvec.cl``; launches: :mod:`.chanvec_plan`. The workspace holds the packed
+filters, 4 K C/G R S bytes (forward), or the packed dy, 4 N K Ho Wo bytes (backward
+weights).
 
 Where it pays: pictures of 7x7 to 14x14 and strided layers, where ``direct.tiled`` (output
 positions in the lanes) fills few lanes and the GEMMs' 392-column matrices run at
 110-165 GFLOP/s. On a 2-core AMD EPYC (Zen 4, PoCL 3.1) it ran ResNet-50's 7x7 and 14x14
 forward layers at N=8 at 184-214 GFLOP/s, 1.14-1.59x faster than the fastest other
 solver on six of seven, and ResNeXt-50's grouped 3x3 layers of 32 channels a group
-1.6-2.5x faster (``benchmarks/chanvec_fwd.py``; docs/performance.md).
+1.6-2.5x faster (``benchmarks/chanvec_fwd.py``); ResNet-50's backward weights at N=8 in
+0.59-1.33x the best other solver's time, 0.857 in geometric mean over 23 layers
+(``benchmarks/chanvec_wrw.py``; docs/performance.md).
 
 WTI model (fraction of ``device.peak_flops``)::
 
     time = 2 x overhead                                   (two launches)
-         + 8 K C/G R S / bandwidth                        (packing the filters)
+         + PACK_BYTES_FACTOR x 8 x packed floats / bandwidth   (the packing pass)
          + flops / (peak x efficiency)
+    forward:
     efficiency = BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF + TAP_OVERHEAD x R x S)
     q = C/G x R x S
+    backward weights (:func:`wrw_efficiency`):
+    efficiency = WRW_EFFICIENCY[block] x L / (rows x (Wo + WRW_ROW_OVERHEAD)
+                 + WRW_ITEM_OVERHEAD) x fill x used x (WRW_POINTWISE for 1x1)
+    rows = N x Ho, L = rows x Wo
 
-the second factor being the share of a work-item's time spent in its reduction rather
-than setting up its positions, each filter tap's offsets and padding test, and storing
-its outputs (a 3-channel stem's 49 taps run 3 channels each). The constants are fitted
-to the 278 runs of this solver among the probes of two ``wticonv calibrate`` runs on a
-2-core AMD EPYC (Zen 4, PoCL 3.1; random problems, none a network's layer; files
-benchmarks/results/calibrate-chanvec-fit-cpu-zen4.csv and
-evaluate-test-n4-cpu-zen4-6/calibrate.csv, script ``tools/fit_chanvec.py``): each run's
-efficiency that makes the model give its measured time, then the constants with the
-least rms log error over the 259 runs whose time is above the model's launch floor (the
+the forward's second factor being the share of a work-item's time spent in its reduction
+rather than setting up its positions, each filter tap's offsets and padding test, and
+storing its outputs (a 3-channel stem's 49 taps run 3 channels each). The constants are
+fitted by ``tools/fit_chanvec.py`` to this solver's runs among the probes of three
+``wticonv calibrate`` runs on a 2-core AMD EPYC (Zen 4, PoCL 3.1; random problems, none a
+network's layer; files benchmarks/results/calibrate-chanvec-fit-cpu-zen4.csv,
+evaluate-test-n4-cpu-zen4-6/calibrate.csv and calibrate-chanvec-wrw-fit-cpu-zen4.csv):
+each run's efficiency that makes the model give its measured time, then the constants
+with the least rms log error, over the runs whose time is above the model's floor (the
 others are pictures of 1x1 to 7x7 whose two launches took 4-16 us against the 40 us the
-device figure charges). The rms log error of the modelled efficiency is 0.42 (median -0.05), about what
+device figure charges). Forward: 375 runs, rms log error 0.44 (median -0.01), about what
 two timings of one probe differ by on that machine (the first, hand-set constants 0.75,
-0.55, 150 and no tap term: 0.62, and 1.35x too slow at the median); the 3 -> 64 7x7
-stride-2 probe on 520x520 implied 0.37-0.38 and is modelled 0.36.
+0.55, 150, no tap term and the packing at the full bandwidth: 1.35x too slow at the
+median). Backward weights: 121 runs, rms log error 0.38 (median -0.02); on ResNet-50's
+23 backward-weights layers at N=8, fitted to nothing, 0.17 (median +0.06).
 """
 
 from __future__ import annotations
@@ -46,20 +56,25 @@ from wticonv.runtime.kit import enqueue, launches_seconds, modelled_kind, progra
 from . import chanvec_plan
 
 __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP_OVERHEAD",
-           "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "efficiency", "wrw_efficiency",
+           "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "WRW_POINTWISE", "WRW_ITEM_OVERHEAD",
+           "efficiency", "wrw_efficiency",
            "predicted_seconds"]
 
 #: Fraction of peak of a long reduction, per register block (positions, vectors).
-BLOCK_EFFICIENCY = {(6, 4): 0.74, (12, 2): 0.66}
+BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
-REDUCTION_HALF = 50
+REDUCTION_HALF = 60
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
-TAP_OVERHEAD = 2
+TAP_OVERHEAD = 1
 #: Backward weights: fraction of peak of a long row, per register block.
-WRW_EFFICIENCY = {(6, 4): 0.74, (12, 2): 0.66}
+WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14}
 #: Backward weights: a row's set-up (its tap row test and pointers), in columns' time.
-WRW_ROW_OVERHEAD = 2
+WRW_ROW_OVERHEAD = 0
+#: Backward weights of 1x1 filters, relative to the others.
+WRW_POINTWISE = 1.1
+#: Backward weights: a work-item's set-up and stores, in positions' time.
+WRW_ITEM_OVERHEAD = 64
 
 
 def efficiency(problem, compute_units: int = 1) -> float:
@@ -74,14 +89,23 @@ def efficiency(problem, compute_units: int = 1) -> float:
 
 def wrw_efficiency(problem, compute_units: int) -> float:
     """chanvec_wrw's modelled fraction of peak: :data:`WRW_EFFICIENCY` of the block, times
-    the share of a row's time in its columns (a row costs :data:`WRW_ROW_OVERHEAD`
-    columns' time to set up), times the share of the compute units its work-items fill
-    (one work-item per block runs on one unit)."""
+    the share of a work-item's time in its positions (each row costs
+    :data:`WRW_ROW_OVERHEAD` columns' time to set up, the work-item
+    :data:`WRW_ITEM_OVERHEAD` positions' time to set up and store), times the share of the compute units its work-items fill
+    (one work-item per block runs on one unit), times the share of a block's input
+    channels that are real (the 3-channel stem fills 3 of 6), times
+    :data:`WRW_POINTWISE` for 1x1 filters (the work-items of a block of channels share no
+    input rows between taps)."""
     p = problem
     pb, kv = chanvec_plan.block(p)
     cols = max(p.wo, 1)
     fill = min(1.0, chanvec_plan.wrw_items(p) / max(compute_units, 1))
-    return WRW_EFFICIENCY[(pb, kv)] * cols / (cols + WRW_ROW_OVERHEAD) * fill
+    cg = p.c // p.groups
+    used = cg / (-(-cg // pb) * pb)      # a block past the group's channels repeats one
+    taps = WRW_POINTWISE if p.r * p.s == 1 else 1.0
+    rows = p.n * p.ho
+    length = rows * cols / (rows * (cols + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)
+    return WRW_EFFICIENCY[(pb, kv)] * length * fill * used * taps
 
 
 def predicted_seconds(problem, device) -> float:

@@ -25,6 +25,11 @@ __all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "wrw_items", 
 #: on ResNet-50's 7x7 and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's
 #: groups of 32 channels 12 x 2 at 113-134 GFLOP/s (docs/performance.md).
 BLOCKS = ((6, 4), (12, 2))
+#: The packing pass's cost in the WTI model, as bytes moved at the device's bandwidth per
+#: byte packed x 8 (read and written once): chanvec_pack's blocked transpose runs at about
+#: 1 / PACK_BYTES_FACTOR of the bandwidth figure (fitted with direct.chanvec's constants,
+#: wticonv_direct.chanvec).
+PACK_BYTES_FACTOR = 4.0
 
 
 def block(problem) -> tuple[int, int] | None:
@@ -92,7 +97,8 @@ def plan(problem, efficiency: float) -> list[Launch]:
     # arguments built only when the plan runs (ranking reads the costs alone)
     pack = KERNELS.launch("chanvec.cl", "chanvec_pack", opts,
                           (-(-crs // 16), p.k // 16), (1, 1),
-                          lambda: ("w", "ws", np.int32(p.k), np.int32(crs)), bytes=8 * total)
+                          lambda: ("w", "ws", np.int32(p.k), np.int32(crs)),
+                          bytes=int(PACK_BYTES_FACTOR * 8 * total))
     conv = KERNELS.launch("chanvec.cl", "chanvec_fwd", opts,
                           (-(-(p.n * p.ho * p.wo) // pb), p.k // (16 * kv)), (1, 1),
                           lambda: ("x", "ws", "y") + _sizes(p), flops=p.flops,
@@ -105,7 +111,7 @@ def _plan_wrw(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]
     pack = KERNELS.launch("chanvec.cl", "chanvec_pack", opts,
                           (-(-hwo // 16), p.k // 16, p.n), (1, 1, 1),
                           lambda: ("y", "ws", np.int32(p.k), np.int32(hwo)),
-                          bytes=8 * p.n * p.k * hwo)
+                          bytes=int(PACK_BYTES_FACTOR * 8 * p.n * p.k * hwo))
     conv = KERNELS.launch("chanvec.cl", "chanvec_wrw", opts,
                           (-(-(p.c // p.groups) // pb) * p.r * p.s, p.k // (16 * kv)), (1, 1),
                           lambda: ("x", "ws", "w") + _sizes(p), flops=p.flops,
