@@ -116,9 +116,11 @@ TC_CONFIGS: dict[str, tuple[TcConfig, ...]] = {
 #: at 2048x4096x2048 (1.05x and 1.01x cuBLAS FP32, errors 5.4e-7 and 5.8e-7), against
 #: 51.5 and 50.3 for mma.sync's best; TF32 98.9 and 92.0, where mma.sync's best runs at
 #: 138.1 and 127.7. The 64-k tiles ran faster (3xTF32 56.1 and 54.5) but failed
-#: tests/test_gpu.py's element-load case in 3xTF32 (error 5.7e-5 on 250x301x271), likely
-#: from a race on the low-part tile that review found afterwards (fixed, not yet re-run
-#: on the GPU: docs/performance.md). Not yet offered to :func:`tc_config`: on five
+#: tests/test_gpu.py's element-load case in 3xTF32 (error 5.7e-5 on 250x301x271), from a
+#: race on the low-part tile that review found afterwards; with it fixed the case passed
+#: on an H100 (6.0e-7, benchmarks/results/tc-wgmma-pipe-h100/), as did the pipelined loop
+#: order (TcConfig.pipe), 1.07-1.14x faster there but still behind mma.sync's best
+#: (docs/performance.md). Not yet offered to :func:`tc_config`: on five
 #: convolution-shaped GEMMs the 3xTF32 tile ran 0.79-1.09x the speed of mma.sync's best
 #: tile for each (the 64-k tile 0.82-1.17x; tc-gemm-wgmma-shapes-3xtf32-h200.txt), and the
 #: efficiency model is not fitted to it. Its load path (cp.async through every thread, one
