@@ -26,6 +26,10 @@ def test_solvers_json_lists_naive(capsys):
     naive = next(s for s in data["solvers"] if s["solver"] == "direct.naive")
     assert rc == 0 and naive["distribution"] == "wticonv-direct" and naive["dynamic"] is True
     assert data["quarantined"] == []
+    # each solver says what it covers: its scope attribute
+    scopes = {s["solver"]: s["scope"] for s in data["solvers"]}
+    assert scopes["winograd.f2x3"] == "3x3 stride 1, no dilation, all directions"
+    assert scopes["gemm.1x1_3xtf32"] == scopes["gemm.1x1"] != ""
 
 
 def test_solvers_table(capsys):

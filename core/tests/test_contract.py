@@ -162,3 +162,20 @@ def test_the_solvers_listing_shows_a_bad_is_dynamic_as_an_error(fake_dist, capsy
     rows = {r["solver"]: r for r in json.loads(capsys.readouterr().out)["solvers"]}
     assert rows["yes.dyn"]["dynamic"] == "error: is_dynamic returned 'yes', not True or False"
     assert rows["direct.naive"]["dynamic"] is True
+
+
+def test_a_solver_scope_comes_from_its_attribute_else_its_docstring():
+    from wticonv.contract.answers import declared_scope
+
+    class Documented:
+        """Direct convolution for 5x5 filters.   Nothing else: see the module."""
+
+    class Declared(Documented):
+        scope = "5x5 only,\n   forward"
+
+    class Bare:
+        scope = 3                       # not a string: the docstring (none) decides
+
+    assert declared_scope(Documented()) == "Direct convolution for 5x5 filters"
+    assert declared_scope(Declared()) == "5x5 only, forward"
+    assert declared_scope(Bare()) == ""

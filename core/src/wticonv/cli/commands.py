@@ -202,7 +202,7 @@ def solvers(as_json: bool) -> int:
     for sid in reg.ids():
         e = reg.solvers[sid]
         rows.append({"solver": sid, "distribution": e.distribution, "version": e.version,
-                     "dynamic": dynamic_or_error(reg, sid), "math": e.math,
+                     "dynamic": dynamic_or_error(reg, sid), "math": e.math, "scope": e.scope,
                      "disabled": sid in reg.disabled, "entry_point": e.entry_point})
     bad = [{"entry_point": q.entry_point, "distribution": q.distribution,
             "version": q.version, "solver_id": q.solver_id, "reason": q.reason}

@@ -51,15 +51,16 @@ def _bytes(n) -> str:
 
 def solvers(rows: list[dict], bad: list[dict]) -> None:
     t = Table(title="Installed solvers", box=box.SIMPLE_HEAD)
-    for col in ("solver", "distribution", "version", "dynamic", "math", "entry point"):
-        t.add_column(col)
+    for col in ("solver", "distribution", "version", "dynamic", "math", "scope",
+                "entry point"):
+        t.add_column(col, overflow="fold", max_width=44 if col == "scope" else None)
     for r in rows:
         dyn = "yes" if r["dynamic"] is True else "no" if r["dynamic"] is False else r["dynamic"]
         name = r["solver"] + (" (disabled)" if r["disabled"] else "")
-        t.add_row(name, r["distribution"], r["version"], str(dyn), r["math"],
+        t.add_row(name, r["distribution"], r["version"], str(dyn), r["math"], r["scope"],
                   r["entry_point"])
     if not rows:
-        t.add_row("(none)", "", "", "", "", "")
+        t.add_row("(none)", "", "", "", "", "", "")
     _out.print(t)
     if bad:
         q = Table(title="Quarantined entry points (not loaded)", box=box.SIMPLE_HEAD)

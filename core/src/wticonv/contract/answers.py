@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MAX_WTI", "TOLERANCE_LIMIT", "MAX_WTI_LIMIT",
            "KIT_TOLERANCE_LIMIT", "MATH_CLASSES", "DEFAULT_MATH", "FP32_ACCURATE",
-           "CLASS_DEFAULT_TOLERANCE", "CLASS_KIT_TOLERANCE_LIMIT", "declared_math",
+           "CLASS_DEFAULT_TOLERANCE", "CLASS_KIT_TOLERANCE_LIMIT", "declared_math", "declared_scope",
            "math_allowed", "applicable_answer", "dynamic_answer", "workspace_answer",
            "wti_answer", "declared_tolerance", "declared_max_wti", "reduction_length",
            "tolerance_for"]
@@ -168,6 +168,18 @@ def declared_math(solver_id: str, obj: Any) -> str:
                           f"be one of {', '.join(repr(c) for c in MATH_CLASSES)}: the "
                           "numerical class of its results ('fp32' for FP32 arithmetic)")
     return math_class
+
+
+def declared_scope(obj: Any) -> str:
+    """What the solver covers, in one line, for ``wticonv solvers``: its ``scope``
+    attribute when it is a non-empty string (e.g. ``"3x3 stride 1, no dilation, all
+    directions"``), else the first sentence of its class's docstring, else "". Display
+    only: nothing is refused."""
+    scope = getattr(obj, "scope", None)
+    if isinstance(scope, str) and scope.strip():
+        return " ".join(scope.split())
+    doc = " ".join((type(obj).__doc__ or "").split())
+    return doc.split(". ")[0].rstrip(".") if doc else ""
 
 
 def math_allowed(math_class: str, allow_tf32: bool) -> bool:

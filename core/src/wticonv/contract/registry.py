@@ -41,7 +41,8 @@ import importlib_metadata
 import pluggy
 
 from wticonv.contract import hookspecs
-from wticonv.contract.answers import declared_math, declared_max_wti, declared_tolerance
+from wticonv.contract.answers import (declared_math, declared_max_wti, declared_scope,
+                                     declared_tolerance)
 from wticonv.contract.ownership import claim_verdicts, norm_dist, prefix_owner
 from wticonv.errors import PluginError, SolverNotFoundError
 
@@ -84,6 +85,9 @@ class SolverEntry:
     math : str
         Its declared numerical class (``"fp32"``, ``"3xtf32"`` or ``"tf32"``,
         :data:`wticonv.contract.answers.MATH_CLASSES`), ``"fp32"`` by default.
+    scope : str
+        What it covers, one line (:func:`wticonv.contract.answers.declared_scope`): its
+        ``scope`` attribute, else its class docstring's first sentence, else "".
     """
 
     solver_id: str
@@ -96,6 +100,7 @@ class SolverEntry:
     tolerance: float = 1e-5
     max_wti: float = 1.0
     math: str = "fp32"
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -315,7 +320,8 @@ class SolverRegistry:
         entry = SolverEntry(sid, distribution, version, entry_point, obj,
                             tunable="perf_configs" in implemented,
                             precompiles="programs" in implemented, tolerance=tolerance,
-                            max_wti=max_wti, math=math_class)
+                            max_wti=max_wti, math=math_class,
+                            scope=declared_scope(obj))
         self.solvers[sid] = entry
         self._callers.clear()
         return entry

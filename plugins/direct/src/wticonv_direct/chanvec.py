@@ -123,6 +123,7 @@ class ChanvecSolver:
     """Forward convolution with output channels in the vector lanes (CPUs)."""
 
     solver_id = "direct.chanvec"
+    scope = "fwd and wrw on CPUs with 16-float vectors; K/G a multiple of 32, no dilation"
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference (fp32 accumulation along C/G x R x S)
     tolerance = 1e-5

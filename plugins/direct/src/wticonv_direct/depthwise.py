@@ -132,6 +132,8 @@ def predicted_seconds(problem, device, workspace_limit=None) -> float | None:
 class DepthwiseSolver:
     """Depthwise convolution (groups == C), blocked direct kernels, all directions."""
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "depthwise (groups = C), all directions"
     solver_id = "direct.depthwise"
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)

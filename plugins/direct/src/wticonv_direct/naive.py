@@ -39,6 +39,8 @@ NAIVE_WTI = 0.01
 class NaiveSolver:
     """Direct convolution by definition, one output element per work-item."""
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "any problem, all directions: one output per work-item (the slow, sure fallback)"
     solver_id = "direct.naive"
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)

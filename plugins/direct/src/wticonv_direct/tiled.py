@@ -91,6 +91,8 @@ def plan_for(problem, device, workspace_limit=None, perf_config=None) -> tiled_p
 class TiledSolver:
     """Direct convolution in output blocks (see module docstring)."""
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "any problem but depthwise, all directions: blocked direct kernels, CPU and GPU builds"
     solver_id = "direct.tiled"
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (2,)

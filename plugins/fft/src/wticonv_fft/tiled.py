@@ -85,6 +85,8 @@ class FftSolver:
     #: The saving of the spectrum reaches 27x for 11 x 11 filters on 32 x 32 tiles.
     max_wti = 16.0
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "stride 1, one group, no dilation, filters 2x2 to 31x31, all directions"
     def __init__(self, math: str = "fp32") -> None:
         if math not in ("fp32", "3xtf32"):
             raise ValueError(f"no FFT solver class {math!r}: use fp32 or 3xtf32")

@@ -65,6 +65,8 @@ class Im2colSolver:
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "any problem, all directions: a column buffer in the workspace, chunked by images"
     def __init__(self, math: str = "fp32") -> None:
         tcsolver.declare(self, "gemm.im2col", math)
 

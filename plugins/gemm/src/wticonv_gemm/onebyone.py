@@ -36,6 +36,8 @@ class OneByOneSolver:
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "unpadded 1x1 filters at stride 1 or 2, all directions, no workspace"
     def __init__(self, math: str = "fp32") -> None:
         tcsolver.declare(self, "gemm.1x1", math)
 

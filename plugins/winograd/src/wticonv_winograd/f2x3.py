@@ -42,6 +42,8 @@ def covers_3x3(problem, variant: Variant):
 class F2x3Solver(WinogradBase):
     """Winograd F(2x2, 3x3)."""
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "3x3 stride 1, no dilation, all directions"
     solver_id = "winograd.f2x3"
     tolerance = 2e-5
     #: Largest WTI it may report (conformance check "wti"): the multiplications the

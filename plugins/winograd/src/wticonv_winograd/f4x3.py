@@ -17,6 +17,8 @@ __all__ = ["F4x3Solver", "solver", "solver_3xtf32"]
 class F4x3Solver(WinogradBase):
     """Winograd F(4x4, 3x3)."""
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "3x3 stride 1, no dilation, all directions"
     solver_id = "winograd.f4x3"
     tolerance = 1e-4
     #: Largest WTI it may report (conformance check "wti"): the multiplications the

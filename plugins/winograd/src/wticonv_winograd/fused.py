@@ -52,6 +52,8 @@ def _floor_s(problem, kind: str, compute_units: int) -> float:
 class FusedF2x3Solver:
     """Fused Winograd F(2x2, 3x3), fwd and bwd, zero workspace."""
 
+    #: what it covers, for `wticonv solvers` (its declines say the rest)
+    scope = "3x3 stride 1, no dilation, fwd and bwd, no workspace"
     solver_id = "winograd.fused_f2x3"
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
     hook_api = (1, 2)
