@@ -1,6 +1,7 @@
 """Issue #18's figures from a folder of ``wticonv evaluate --csv`` files, against its targets.
 
     python benchmarks/summarize_evaluations.py OUTDIR [--csv ALL.csv] [--noise-floor OTHERDIR]
+        [--without SOLVER]
 
 Reads ``OUTDIR/eval-NETWORK.csv`` (as ``benchmarks/evaluate_after_calibrate.sh`` writes
 them) and prints, per network: cases, the share within 10 % of the best measured solver,
@@ -16,6 +17,13 @@ of another measurement of the same networks (OTHERDIR's ``eval-NETWORK.csv``, am
 solvers both measured): what a perfect model of that run would score in this one. On a
 device whose timings vary from run to run, it is the best figure a fallback can be
 expected to reach (docs/find-and-tune.md, *Noise floor*).
+
+``--without SOLVER`` also prints, per network, its conv time with the fallback's choices
+over its time with the choices the fallback makes when SOLVER is not installed (the
+lowest ``predicted_ms`` among the other solvers, which is how the fallback ranks), both
+from this run's measurements, and their geometric mean: what installing SOLVER does to
+the user's time, without a second run (cases where either choice has no measurement are
+left out).
 
 A case whose fallback choice has no measurement (it failed or was cut short) is left out
 and counted in the ``missing`` column. A file that is not an evaluate CSV (a missing
@@ -108,6 +116,27 @@ def network_figures(rows: list[dict], other: dict | None = None) -> dict:
             "time_weighted": g["time_weighted"]}
 
 
+def without_ratio(rows: list[dict], solver: str) -> tuple[float, float]:
+    """(time with the fallback's choices, time with its choices among the solvers but
+    ``solver``), each case counted ``count`` times, in ms."""
+    cases: dict = defaultdict(list)
+    for r in rows:
+        cases[(r["problem"], r.get("direction", ""))].append(r)
+    with_ms = without_ms = 0.0
+    for rs in cases.values():
+        chosen = [r for r in rs if r["fallback_choice"] == "1"]
+        others = [r for r in rs if r["solver"] != solver and r.get("predicted_ms")]
+        if not chosen or not others or not chosen[0]["measured_ms"]:
+            continue
+        alt = min(others, key=lambda r: float(r["predicted_ms"]))
+        if not alt["measured_ms"]:
+            continue
+        n = int(chosen[0].get("count") or 1)
+        with_ms += n * float(chosen[0]["measured_ms"])
+        without_ms += n * float(alt["measured_ms"])
+    return with_ms, without_ms
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdir", type=Path, help="folder holding eval-NETWORK.csv files")
@@ -116,6 +145,9 @@ def main(argv=None) -> int:
     ap.add_argument("--noise-floor", type=Path, metavar="OTHERDIR",
                     help="score the fastest solvers of another run of the same networks "
                          "(OTHERDIR/eval-NETWORK.csv) instead of the fallback's choices")
+    ap.add_argument("--without", metavar="SOLVER",
+                    help="also compare each network's time with the choices made without "
+                         "SOLVER (from the same measurements)")
     args = ap.parse_args(argv)
 
     def error(text: str) -> int:
@@ -186,6 +218,19 @@ def main(argv=None) -> int:
           f"({mark(per[worst_net]['time_weighted'] <= t['time_weighted'])}), "
           f"largest mean {max_mean:.3f} ({mark(max_mean <= t['mean'])}), "
           f"worst case {worst:.2f}x ({mark(worst <= t['worst'])})")
+    if args.without:
+        print(f"with / without {args.without} (the network's conv time, the fallback's "
+              "choices):")
+        logs = []
+        for net in per:
+            with_ms, without_ms = without_ratio([r for r in every if r["network"] == net],
+                                                args.without)
+            if with_ms and without_ms:
+                logs.append(math.log(with_ms / without_ms))
+                print(f"  {net:32} {with_ms:10.1f} ms {without_ms:10.1f} ms "
+                      f"{with_ms / without_ms:6.3f}")
+        if logs:
+            print(f"  geometric mean {math.exp(sum(logs) / len(logs)):.3f}")
     if args.csv:
         fields = list(dict.fromkeys(k for r in every for k in r))    # every file's columns
         with args.csv.open("w", newline="") as fh:

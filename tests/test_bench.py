@@ -275,6 +275,23 @@ def test_summarize_evaluations_figures_and_targets(tmp_path, capsys):
         assert fragment in capsys.readouterr().err
 
 
+def test_summarize_evaluations_without_a_solver_compares_the_users_time(tmp_path, capsys):
+    """--without SOLVER: each network's time with the fallback's choices over its time with
+    the lowest-predicted other solver, from the same measurements."""
+    se = _benchmark_module("summarize_evaluations")
+    head = "problem,direction,solver,predicted_ms,measured_ms,fallback_choice,fastest,count\n"
+    # p1 (x2): the fallback chose new (1.0 ms); without it, t (predicted 2 < u's 3): 1.5 ms;
+    # p2: the fallback chose t (2.0 ms) either way
+    (tmp_path / "eval-a.csv").write_text(
+        head + "p1,fwd,new,1,1.0,1,1,2\np1,fwd,t,2,1.5,0,0,2\np1,fwd,u,3,1.2,0,0,2\n"
+               "p2,fwd,new,5,1.0,0,1,1\np2,fwd,t,1,2.0,1,0,1\n")
+    assert se.main([str(tmp_path), "--without", "new"]) == 0
+    out = capsys.readouterr().out
+    ratio = (2 * 1.0 + 2.0) / (2 * 1.5 + 2.0)
+    assert f"{2 * 1.0 + 2.0:10.1f} ms {2 * 1.5 + 2.0:10.1f} ms {ratio:6.3f}" in out
+    assert f"geometric mean {ratio:.3f}" in out
+
+
 def test_summarize_evaluations_noise_floor_scores_another_runs_fastest(tmp_path, capsys):
     """--noise-floor OTHERDIR: each case's choice is the solver fastest in the other run
     (among those both measured), scored with this run's times; a network missing from
