@@ -15,8 +15,8 @@ minimize the rms of ``log(model e / implied e)`` over its runs (wticonv_direct.c
   ``q = C/G x R x S``;
 - backward weights: ``WRW_EFFICIENCY[block] x L / (rows x (Wo + WRW_ROW_OVERHEAD) +
   WRW_ITEM_OVERHEAD) x fill x used x (WRW_POINTWISE for 1x1 filters)``, rows = N x Ho,
-  L = rows x Wo, fill and used as :func:`chanvec.wrw_efficiency` computes them (known,
-  not fitted); and with them ``chanvec_plan.PACK_BYTES_FACTOR``, the packing pass's
+  L = rows x Wo, fill and used as :func:`chanvec.wrw_fill_used` computes them (known,
+  not fitted), the model uncapped; and with them ``chanvec_plan.PACK_BYTES_FACTOR``, the packing pass's
   share of the bandwidth (the implied efficiencies are found again for each value).
 
 Prints per direction the fit, the current constants' error, and the implied efficiency
@@ -129,12 +129,7 @@ def fit_fwd(runs) -> None:
 def _wrw_data(runs):
     data = []
     for p, b, e, units in runs:
-        rows = p.n * p.ho
-        core = chanvec.WRW_EFFICIENCY[b] * rows * p.wo / (
-            rows * (p.wo + chanvec.WRW_ROW_OVERHEAD) + chanvec.WRW_ITEM_OVERHEAD)
-        core *= chanvec.WRW_POINTWISE if p.r * p.s == 1 else 1.0
-        known = chanvec.wrw_efficiency(p, units) / core       # fill x used
-        data.append((b, p.wo, p.r * p.s, rows, known, e))
+        data.append((b, p.wo, p.r * p.s, p.n * p.ho, chanvec.wrw_fill_used(p, units), e))
     return data
 
 

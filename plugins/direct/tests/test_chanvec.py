@@ -159,6 +159,10 @@ def test_backward_weights_model_figures():
     assert chanvec_plan.wrw_items(one) == 1
     assert wrw_efficiency(one, 2) == pytest.approx(
         WRW_EFFICIENCY[(6, 4)] * length * 0.5 * WRW_POINTWISE)
+    # never past the peak (a WTI may not be): long rows of 1x1 filters would model more
+    long_rows = P(64, 1024, 56, 56, 1024, 1, 1, groups=32, direction="wrw")
+    assert wrw_efficiency(long_rows, 2) == 1.0
+    assert 0 < solver.get_wti(long_rows, dev) <= 1.0
     # the workspace holds dy packed: N x K x Ho x Wo floats
     assert solver.workspace_size(stem, dev) == 4 * 8 * 64 * 112 * 112
     packing = chanvec_plan.PACK_BYTES_FACTOR * 8 * 8 * 64 * 112 * 112 / dev.bandwidth

@@ -57,8 +57,7 @@ from . import chanvec_plan
 
 __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP_OVERHEAD",
            "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "WRW_POINTWISE", "WRW_ITEM_OVERHEAD",
-           "efficiency", "wrw_efficiency",
-           "predicted_seconds"]
+           "efficiency", "wrw_efficiency", "wrw_fill_used", "predicted_seconds"]
 
 #: Fraction of peak of a long reduction, per register block (positions, vectors).
 BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82}
@@ -71,7 +70,7 @@ TAP_OVERHEAD = 1
 WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14}
 #: Backward weights: a row's set-up (its tap row test and pointers), in columns' time.
 WRW_ROW_OVERHEAD = 0
-#: Backward weights of 1x1 filters, relative to the others.
+#: Backward weights of 1x1 filters, relative to the others (fitted: 10 % faster).
 WRW_POINTWISE = 1.1
 #: Backward weights: a work-item's set-up and stores, in positions' time.
 WRW_ITEM_OVERHEAD = 64
@@ -91,21 +90,29 @@ def wrw_efficiency(problem, compute_units: int) -> float:
     """chanvec_wrw's modelled fraction of peak: :data:`WRW_EFFICIENCY` of the block, times
     the share of a work-item's time in its positions (each row costs
     :data:`WRW_ROW_OVERHEAD` columns' time to set up, the work-item
-    :data:`WRW_ITEM_OVERHEAD` positions' time to set up and store), times the share of the compute units its work-items fill
-    (one work-item per block runs on one unit), times the share of a block's input
-    channels that are real (the 3-channel stem fills 3 of 6), times
-    :data:`WRW_POINTWISE` for 1x1 filters (the work-items of a block of channels share no
-    input rows between taps)."""
+    :data:`WRW_ITEM_OVERHEAD` positions' time to set up and store), times the share of
+    the compute units its work-items fill (one work-item per block runs on one unit),
+    times the share of a block's input channels that are real (the 3-channel stem fills
+    3 of 6), times :data:`WRW_POINTWISE` for 1x1 filters; at most 1 (the fitted
+    constants reach past the measured peak on long rows, and a WTI may not: the
+    solver's ``max_wti`` is 1.0)."""
     p = problem
-    pb, kv = chanvec_plan.block(p)
     cols = max(p.wo, 1)
-    fill = min(1.0, chanvec_plan.wrw_items(p) / max(compute_units, 1))
-    cg = p.c // p.groups
-    used = cg / (-(-cg // pb) * pb)      # a block past the group's channels repeats one
     taps = WRW_POINTWISE if p.r * p.s == 1 else 1.0
     rows = p.n * p.ho
     length = rows * cols / (rows * (cols + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)
-    return WRW_EFFICIENCY[(pb, kv)] * length * fill * used * taps
+    return min(1.0, WRW_EFFICIENCY[chanvec_plan.block(p)] * length * taps
+               * wrw_fill_used(p, compute_units))
+
+
+def wrw_fill_used(problem, compute_units: int) -> float:
+    """The share of the compute units chanvec_wrw's work-items fill, times the share of
+    its blocks' input channels that are real (known from the plan, not fitted)."""
+    p = problem
+    pb, _ = chanvec_plan.block(p)
+    fill = min(1.0, chanvec_plan.wrw_items(p) / max(compute_units, 1))
+    cg = p.c // p.groups
+    return fill * cg / (-(-cg // pb) * pb)     # a block past the group's channels repeats one
 
 
 def predicted_seconds(problem, device) -> float:
@@ -120,7 +127,8 @@ def _efficiency(problem, device) -> float:
 
 
 class ChanvecSolver:
-    """Forward convolution with output channels in the vector lanes (CPUs)."""
+    """Forward and backward-weights convolution with output channels in the vector lanes
+    (CPUs)."""
 
     solver_id = "direct.chanvec"
     scope = "fwd and wrw on CPUs with 16-float vectors; K/G a multiple of 32, no dilation"
