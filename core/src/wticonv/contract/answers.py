@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MAX_WTI", "TOLERANCE_LIMIT", "MAX_WTI_LIMIT",
            "KIT_TOLERANCE_LIMIT", "MATH_CLASSES", "DEFAULT_MATH", "FP32_ACCURATE",
-           "CLASS_DEFAULT_TOLERANCE", "CLASS_KIT_TOLERANCE_LIMIT", "declared_math", "declared_scope",
+           "CLASS_DEFAULT_TOLERANCE", "CLASS_KIT_TOLERANCE_LIMIT", "declared_math",
+           "declared_scope",
            "math_allowed", "applicable_answer", "dynamic_answer", "workspace_answer",
            "wti_answer", "declared_tolerance", "declared_max_wti", "reduction_length",
            "tolerance_for"]

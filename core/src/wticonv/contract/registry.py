@@ -41,8 +41,12 @@ import importlib_metadata
 import pluggy
 
 from wticonv.contract import hookspecs
-from wticonv.contract.answers import (declared_math, declared_max_wti, declared_scope,
-                                     declared_tolerance)
+from wticonv.contract.answers import (
+    declared_math,
+    declared_max_wti,
+    declared_scope,
+    declared_tolerance,
+)
 from wticonv.contract.ownership import claim_verdicts, norm_dist, prefix_owner
 from wticonv.errors import PluginError, SolverNotFoundError
 

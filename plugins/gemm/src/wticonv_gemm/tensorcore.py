@@ -53,7 +53,8 @@ class TcConfig:
         ``"wgpBMxBNxBKxSTAGES"``), as
         benchmarks/tc_gemm.py names tiles."""
         if self.engine == "wgmma":
-            return "wg" + "p" * self.pipe + "x".join(str(v) for v in (self.bm, self.bn, self.bk, self.stages))
+            name = "wgp" if self.pipe else "wg"
+            return name + "x".join(str(v) for v in (self.bm, self.bn, self.bk, self.stages))
         return "x".join(str(v) for v in (self.bm, self.bn, self.wm, self.wn, self.bk,
                                          self.kf, self.stages))
 
