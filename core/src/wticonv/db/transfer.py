@@ -419,7 +419,8 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
     "left_out": [(unit in words, good records left out, bad lines)], "warnings": [str],
     "skipped": n, "written": bool, "patterns": [device patterns]}``; ``warnings`` name
     the devices whose calibration the file holds half of while the store holds the other
-    half, which the import drops.
+    half, which the import drops, and the devices records name that the header's
+    ``devices`` list leaves out.
 
     Raises
     ------
