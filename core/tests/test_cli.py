@@ -168,3 +168,18 @@ def test_bench_line_forw_limits_that_layer(capsys, tmp_path):
     assert rc == 0
     assert [r["direction"] for r in data["rows"]] == ["fwd", "fwd", "bwd", "wrw"]
     assert any("-S" in note and "ignored" in note for note in data["notes"])
+
+
+def test_tables_print_plugin_text_as_written(capsys):
+    """A "[" in a plugin's scope, name or reason is text, not Rich markup: a closing tag
+    that matches nothing used to raise MarkupError, and a tag-like word vanished."""
+    from wticonv.cli import render
+
+    rows = [{"solver": "x.tag", "distribution": "wticonv-x [beta]", "version": "1",
+             "dynamic": True, "math": "fp32", "disabled": False,
+             "scope": "y[n, k] = sum of x[n, c] * w [/tiled]", "entry_point": "x = m:s"}]
+    render.solvers(rows, [{"entry_point": "bad = m:s", "distribution": "d", "version": "1",
+                           "reason": "needs [red]nothing[/red] [/oops]"}])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "wticonv-x [beta]" in out and "x[n, c] * w [/tiled]" in out
+    assert "needs [red]nothing[/red] [/oops]" in out

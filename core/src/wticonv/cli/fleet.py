@@ -92,7 +92,7 @@ class FleetProgress:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(console=Console(stderr=True), refresh_per_second=4,
+            self._live = Live(console=Console(stderr=True, markup=False), refresh_per_second=4,
                               transient=True)
             self._live.__enter__()
         return self

@@ -8,15 +8,19 @@ import sys
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as _RichProgress
 from rich.table import Table
+from rich.text import Text
 
 # Tables are never squeezed below 160 columns (keys and solver ids stay on one line; a
 # narrower terminal wraps the lines instead); piped output gets 200.
 _width = Console().width if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
-_out = Console(highlight=False, soft_wrap=False, width=max(_width, 160))
-_err = Console(stderr=True, highlight=False)
+# markup off: solver names, scopes, reasons and notes come from plugins, and a "[" in them
+# is text (a "[/x]" would raise MarkupError); the few styled lines ask for markup=True
+_out = Console(highlight=False, soft_wrap=False, width=max(_width, 160), markup=False)
+_err = Console(stderr=True, highlight=False, markup=False)
 
 
 def _num(v, fmt: str = "{:.3g}", none: str = "-") -> str:
@@ -99,7 +103,7 @@ def _perf(v) -> str:
 
 def selection(s, device) -> None:
     p = s.problem
-    _out.print(f"[bold]{p.describe()}[/bold]  key {p.key}")
+    _out.print(f"[bold]{escape(p.describe())}[/bold]  key {p.key}", markup=True)
     _out.print(f"device {device.info.name}: peak {device.peak_flops / 1e9:.1f} GFLOP/s; "
                f"direct FLOPs {_flops(p.flops)}; mode {s.mode}; math "
                + ("tf32 allowed" if s.allow_tf32 else "FP32-accurate (fp32, 3xtf32)")
@@ -173,8 +177,8 @@ def conv_result(r: dict, wall: bool) -> None:
 
 def bench_report(rep) -> None:
     batch = f"N={rep.batch}" if rep.batch is not None else "N from the file"
-    _out.print(f"[bold]{rep.network}[/bold] ({rep.source}), {batch}, on {rep.device}, "
-               f"peak {rep.peak_gflops:.1f} GFLOP/s")
+    _out.print(f"[bold]{escape(rep.network)}[/bold] ({escape(rep.source)}), {batch}, on "
+               f"{escape(rep.device)}, peak {rep.peak_gflops:.1f} GFLOP/s", markup=True)
     t = Table(box=box.SIMPLE_HEAD)
     for col, just in (("layer", "left"), ("key", "left"), ("x", "right"), ("solver", "left"),
                       ("WTI", "right"), ("workspace", "right"), ("pred. ms", "right"),
@@ -193,7 +197,7 @@ def bench_report(rep) -> None:
         elif r.ok:
             status = "ok" if not r.message else f"ok, see note {len(notes) + 1}"
         else:
-            status = f"[red]FAIL[/red], see note {len(notes) + 1}"
+            status = Text.from_markup(f"[red]FAIL[/red], see note {len(notes) + 1}")
         if r.message and not r.declined:
             notes.append(f"{r.direction} {r.key}: {r.message}")
         t.add_row(r.layer, r.key, str(r.count), r.solver or "-", _num(r.wti, "{:.3g}"),
@@ -218,12 +222,12 @@ def bench_report(rep) -> None:
     for note in rep.notes:
         _out.print(f"note: {note}")
     if rep.failures:
-        _out.print(f"[red]{len(rep.failures)} layer run(s) FAILED[/red]")
+        _out.print(f"[red]{len(rep.failures)} layer run(s) FAILED[/red]", markup=True)
     if rep.interrupted:
-        _out.print("[yellow]interrupted: only the runs above were done[/yellow]")
+        _out.print("[yellow]interrupted: only the runs above were done[/yellow]", markup=True)
     elif rep.nothing_ran:
         _out.print(f"[red]nothing ran: {rep.declines[0].solver} declined every layer[/red] "
-                   "(see the notes); leave out -S to let the fallback choose")
+                   "(see the notes); leave out -S to let the fallback choose", markup=True)
     elif not rep.failures:
         ran = [r for r in rep.rows if not r.declined]
         verified = sum(r.error is not None for r in ran)
