@@ -29,7 +29,8 @@ def test_solvers_json_lists_naive(capsys):
     # each solver says what it covers: its scope attribute
     scopes = {s["solver"]: s["scope"] for s in data["solvers"]}
     assert scopes["winograd.f2x3"] == "3x3 stride 1, no dilation, all directions"
-    assert scopes["gemm.1x1_3xtf32"] == scopes["gemm.1x1"] != ""
+    assert scopes["gemm.1x1_3xtf32"] == (scopes["gemm.1x1"] + "; on tensor cores (NVIDIA GPUs "
+                                         "of compute capability 8.0 or newer)")
 
 
 def test_solvers_table(capsys):

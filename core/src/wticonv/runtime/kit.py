@@ -46,7 +46,8 @@ from wticonv.runtime.kernelfiles import line_directive
 
 __all__ = ["KernelLibrary", "Launch", "enqueue", "programs_of", "launches_seconds",
            "modelled_kind", "kernel_family",
-           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "TENSOR_CORE_SPEEDUP",
+           "tensor_cores", "tensor_cores_of", "tensor_core_decline", "tensor_core_scope",
+           "TENSOR_CORE_SPEEDUP",
            "wgmma", "compute_capability", "launch_overhead_s", "resident_work_items",
            "round_up", "workspace_room",
            "FALLBACK_LAUNCH_OVERHEAD_S", "MODELLED_KINDS", "WORK_ITEMS_PER_UNIT",
@@ -152,6 +153,14 @@ def tensor_core_decline(math: str, device):
                    f"capability 8.0 or newer ({device.info.name} is not one; `wticonv "
                    "devices` shows each device's tensor cores); the same solver id without its "
                    "_3xtf32 or _tf32 ending computes in FP32 on any device")
+
+
+def tensor_core_scope(scope: str, math: str) -> str:
+    """``scope`` (what a solver covers, ``wticonv solvers``) for its class ``math``: a
+    tensor-core class (``"3xtf32"``, ``"tf32"``) adds where it runs."""
+    if math == "fp32":
+        return scope
+    return f"{scope}; on tensor cores (NVIDIA GPUs of compute capability 8.0 or newer)"
 
 
 #: Workspace cap of chunking solvers without a caller's limit: 1 GiB and an eighth of the

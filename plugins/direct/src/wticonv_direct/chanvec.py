@@ -131,7 +131,8 @@ class ChanvecSolver:
     (CPUs)."""
 
     solver_id = "direct.chanvec"
-    scope = "fwd and wrw on CPUs with 16-float vectors; K/G a multiple of 32, no dilation"
+    scope = ("fwd and wrw on CPUs with 16-float vectors; K/G a multiple of 32, no dilation, "
+             "not depthwise")
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference (fp32 accumulation along C/G x R x S)
     tolerance = 1e-5

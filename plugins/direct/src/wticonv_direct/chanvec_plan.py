@@ -46,8 +46,7 @@ def decline_reason(problem, device) -> str:
         return ("a CPU kernel (vectors of 16 output channels, one work-item per block): "
                 "the GPU solvers serve GPUs")
     if p.direction == "bwd":
-        return ("forward and backward weights only: backward data is served by the other "
-                "solvers (`wticonv explain` ranks them)")
+        return "forward and backward weights only: the other solvers serve backward data"
     if p.dilation_h != 1 or p.dilation_w != 1:
         return "no dilation (direct.tiled and gemm.im2col take dilated layers)"
     if p.is_depthwise:

@@ -30,6 +30,7 @@ from wticonv.runtime.kit import (
     modelled_kind,
     programs_of,
     tensor_core_decline,
+    tensor_core_scope,
     workspace_room,
 )
 from wticonv_gemm import sgemm
@@ -86,11 +87,14 @@ class FftSolver:
     max_wti = 16.0
 
     #: what it covers, for `wticonv solvers` (its declines say the rest)
-    scope = "stride 1, one group, no dilation, filters 2x2 to 31x31, all directions"
+    scope = ("stride 1, one group, no dilation, filters up to 31 taps an axis but 1x1, "
+             "all directions")
+
     def __init__(self, math: str = "fp32") -> None:
         if math not in ("fp32", "3xtf32"):
             raise ValueError(f"no FFT solver class {math!r}: use fp32 or 3xtf32")
         self.math = math
+        self.scope = tensor_core_scope(type(self).scope, math)
         self.solver_id = "fft.tiled" if math == "fp32" else f"fft.tiled_{math}"
 
     def _tiles(self, problem):

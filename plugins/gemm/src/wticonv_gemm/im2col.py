@@ -67,6 +67,7 @@ class Im2colSolver:
 
     #: what it covers, for `wticonv solvers` (its declines say the rest)
     scope = "any problem, all directions: a column buffer in the workspace, chunked by images"
+
     def __init__(self, math: str = "fp32") -> None:
         tcsolver.declare(self, "gemm.im2col", math)
 

@@ -38,6 +38,7 @@ class OneByOneSolver:
 
     #: what it covers, for `wticonv solvers` (its declines say the rest)
     scope = "unpadded 1x1 filters at stride 1 or 2, all directions, no workspace"
+
     def __init__(self, math: str = "fp32") -> None:
         tcsolver.declare(self, "gemm.1x1", math)
 

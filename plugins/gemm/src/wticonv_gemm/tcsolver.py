@@ -10,7 +10,7 @@ class appended (``gemm.1x1_3xtf32``).
 
 from __future__ import annotations
 
-from wticonv.runtime.kit import TENSOR_CORE_SPEEDUP
+from wticonv.runtime.kit import TENSOR_CORE_SPEEDUP, tensor_core_scope
 
 __all__ = ["declare", "FP32_TOLERANCE"]
 
@@ -31,4 +31,5 @@ def declare(solver, base_id: str, math: str) -> None:
     solver.math = math
     solver.tolerance = None if math == "tf32" else FP32_TOLERANCE
     solver.max_wti = TENSOR_CORE_SPEEDUP[math]
+    solver.scope = tensor_core_scope(type(solver).scope, math)
 

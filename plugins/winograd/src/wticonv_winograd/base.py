@@ -29,6 +29,7 @@ from wticonv.runtime.kit import (
     modelled_kind,
     programs_of,
     tensor_core_decline,
+    tensor_core_scope,
     workspace_room,
 )
 from wticonv_gemm import sgemm
@@ -94,6 +95,7 @@ class WinogradBase:
         if math != "fp32":
             self.solver_id = f"{type(self).solver_id}_{math}"
             self.math = math
+            self.scope = tensor_core_scope(type(self).scope, math)
             # the transform's saving times the tensor cores' speed-up
             self.max_wti = min(_MAX_WTI_LIMIT,
                                type(self).max_wti * TENSOR_CORE_SPEEDUP[math])

@@ -30,8 +30,8 @@ class RxSSolver(WinogradBase):
     """Winograd on filter pieces: RxS stride-1 filters, 3x3 stride-2 forward."""
 
     #: what it covers, for `wticonv solvers` (its declines say the rest)
-    scope = ("stride-1 filters of 2 to 15 taps an axis but 3x3, and 3x3 stride 2 forward; "
-             "no dilation")
+    scope = ("stride-1 filters up to 15 taps an axis but 1x1 and 3x3, and 3x3 stride 2 "
+             "forward; no dilation")
     solver_id = "winograd.rxs"
     tolerance = 2e-5
     #: Largest WTI it may report (conformance check "wti"): the multiplications the
