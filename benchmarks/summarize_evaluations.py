@@ -122,18 +122,22 @@ def without_ratio(rows: list[dict], solver: str) -> tuple[float, float]:
     cases: dict = defaultdict(list)
     for r in rows:
         cases[(r["problem"], r.get("direction", ""))].append(r)
+    def ms(r: dict) -> float | None:          # "" or "nan": not measured
+        t = r["measured_ms"]
+        return float(t) if t and t != "nan" else None
+
     with_ms = without_ms = 0.0
     for rs in cases.values():
         chosen = [r for r in rs if r["fallback_choice"] == "1"]
         others = [r for r in rs if r["solver"] != solver and r.get("predicted_ms")]
-        if not chosen or not others or not chosen[0]["measured_ms"]:
+        if not chosen or not others or ms(chosen[0]) is None:
             continue
         alt = min(others, key=lambda r: float(r["predicted_ms"]))
-        if not alt["measured_ms"]:
+        if ms(alt) is None:
             continue
         n = int(chosen[0].get("count") or 1)
-        with_ms += n * float(chosen[0]["measured_ms"])
-        without_ms += n * float(alt["measured_ms"])
+        with_ms += n * ms(chosen[0])
+        without_ms += n * ms(alt)
     return with_ms, without_ms
 
 
@@ -193,6 +197,15 @@ def main(argv=None) -> int:
         except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
             return error(f"{f}: {e}")
         every += [{"network": net, **r} for r in rows]
+    if args.without is not None:
+        if not any(r["solver"] == args.without for r in every):
+            solvers = sorted({r["solver"] for r in every})
+            return error(f"--without {args.without!r}: no run of it in {args.outdir} (the "
+                         f"solvers measured there: {', '.join(solvers)})")
+        if not all(r.get("predicted_ms") for r in every):
+            return error("--without needs each row's predicted_ms (the fallback ranks by "
+                         "it), and these files lack it: remake them with `wticonv evaluate "
+                         "--csv`")
     if args.noise_floor is not None:
         print(f"choices: the fastest solvers of {args.noise_floor} (noise floor)")
     print(f"{'network':34} {'cases':>5} {'missing':>7} {'within10':>8} {'mean':>6} "
@@ -218,7 +231,7 @@ def main(argv=None) -> int:
           f"({mark(per[worst_net]['time_weighted'] <= t['time_weighted'])}), "
           f"largest mean {max_mean:.3f} ({mark(max_mean <= t['mean'])}), "
           f"worst case {worst:.2f}x ({mark(worst <= t['worst'])})")
-    if args.without:
+    if args.without is not None:
         print(f"with / without {args.without} (the network's conv time, the fallback's "
               "choices):")
         logs = []

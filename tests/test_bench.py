@@ -290,6 +290,12 @@ def test_summarize_evaluations_without_a_solver_compares_the_users_time(tmp_path
     ratio = (2 * 1.0 + 2.0) / (2 * 1.5 + 2.0)
     assert f"{2 * 1.0 + 2.0:10.1f} ms {2 * 1.5 + 2.0:10.1f} ms {ratio:6.3f}" in out
     assert f"geometric mean {ratio:.3f}" in out
+    # a solver no row has (a typo) and files without predictions are errors, not 1.000s
+    assert se.main([str(tmp_path), "--without", "nwe"]) == 2
+    assert "--without 'nwe': no run of it" in capsys.readouterr().err
+    (tmp_path / "eval-a.csv").write_text(head + "p1,fwd,new,,1.0,1,1,2\np1,fwd,t,,1.5,0,0,2\n")
+    assert se.main([str(tmp_path), "--without", "new"]) == 2
+    assert "needs each row's predicted_ms" in capsys.readouterr().err
 
 
 def test_summarize_evaluations_noise_floor_scores_another_runs_fastest(tmp_path, capsys):

@@ -2,8 +2,9 @@
 
     python tools/fit_chanvec.py CALIBRATE.csv [...]
 
-The inputs are ``wticonv calibrate --csv`` files (or ``wticonv evaluate --csv`` files of
-development networks) of CPUs; only the rows of ``direct.chanvec`` are used. For each run
+The inputs are ``wticonv calibrate --csv`` files of CPUs (they carry each run's device
+figures; ``wticonv evaluate --csv`` files do not); only the rows of ``direct.chanvec``
+are used. For each run
 the efficiency ``e`` that makes the plan's modelled time
 (:func:`wticonv.runtime.kit.launches_seconds` of :func:`wticonv_direct.chanvec_plan.plan`,
 with the row's device figures) equal the measured time is found by bisection; runs whose
@@ -22,7 +23,7 @@ minimize the rms of ``log(model e / implied e)`` over its runs (wticonv_direct.c
 Prints per direction the fit, the current constants' error, and the implied efficiency
 by reduction length (forward) or filter (backward weights).
 
-Fit only on calibration probes and development networks; the test networks judge the
+Fit only on calibration probes; the test networks judge the
 result (``benchmarks/evaluate_after_calibrate.sh``, ``tools/heldout.py --split test``).
 """
 
@@ -49,6 +50,9 @@ ITEMS = (0, 8, 16, 32, 64, 128, 256)
 PACKS = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 POINTWISE = tuple(np.round(np.arange(0.50, 1.21, 0.05), 2))
 GRID = np.round(np.arange(0.30, 1.60, 0.02), 2)
+#: The columns of a calibrate CSV the fit reads.
+NEEDED = ("problem", "solver", "measured_ms", "kind", "compute_units", "peak_flops",
+          "bandwidth", "launch_overhead_s", "vector_width")
 
 
 def implied(rows):
@@ -200,9 +204,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = []
     for path in args.csv:
-        with open(path, newline="") as f:
-            rows += [r for r in csv.DictReader(f)
-                     if r["solver"] == chanvec.ChanvecSolver.solver_id and r["kind"] == "cpu"]
+        try:
+            with open(path, newline="") as f:
+                part = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            print(f"fit_chanvec: cannot read {path}: {e}", file=sys.stderr)
+            return 2
+        missing = [c for c in NEEDED if part and c not in part[0]]
+        if missing or not part:
+            print(f"fit_chanvec: {path} is not a `wticonv calibrate --csv` file: "
+                  + (f"no column {', '.join(missing)}" if part else "no rows"),
+                  file=sys.stderr)
+            return 2
+        rows += [r for r in part
+                 if r["solver"] == chanvec.ChanvecSolver.solver_id and r["kind"] == "cpu"]
     if not rows:
         print("fit_chanvec: no CPU runs of direct.chanvec in the files", file=sys.stderr)
         return 1

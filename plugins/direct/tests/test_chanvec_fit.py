@@ -103,3 +103,14 @@ def test_fit_of_backward_weights_finds_its_constants(tmp_path, capsys):
     assert ("WRW_EFFICIENCY = {(6, 4): 0.86, (12, 2): 0.70}, WRW_ROW_OVERHEAD = 4, "
             "WRW_ITEM_OVERHEAD = 32, WRW_POINTWISE = 0.65, PACK_BYTES_FACTOR = "
             f"{chanvec_plan.PACK_BYTES_FACTOR}: rms log error 0.000") in out
+
+
+def test_fit_refuses_files_that_are_not_calibrate_csvs(tmp_path, capsys):
+    evaluate_csv = tmp_path / "eval.csv"
+    evaluate_csv.write_text("problem,direction,solver,predicted_ms,measured_ms,fallback_choice,"
+                            "fastest,count,device,kind\nk,wrw,direct.chanvec,1,1,1,1,1,c,cpu\n")
+    assert _tool().main([str(evaluate_csv)]) == 2
+    assert "is not a `wticonv calibrate --csv` file: no column compute_units" in \
+        capsys.readouterr().err
+    assert _tool().main([str(tmp_path / "missing.csv")]) == 2
+    assert "cannot read" in capsys.readouterr().err
