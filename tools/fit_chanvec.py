@@ -206,15 +206,16 @@ def main(argv=None) -> int:
     for path in args.csv:
         try:
             with open(path, newline="") as f:
-                part = list(csv.DictReader(f))
+                reader = csv.DictReader(f)
+                part = list(reader)
+                fields = reader.fieldnames or []
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             print(f"fit_chanvec: cannot read {path}: {e}", file=sys.stderr)
             return 2
-        missing = [c for c in NEEDED if part and c not in part[0]]
-        if missing or not part:
-            print(f"fit_chanvec: {path} is not a `wticonv calibrate --csv` file: "
-                  + (f"no column {', '.join(missing)}" if part else "no rows"),
-                  file=sys.stderr)
+        missing = [c for c in NEEDED if c not in fields]
+        if missing:
+            print(f"fit_chanvec: {path} is not a `wticonv calibrate --csv` file: no column "
+                  f"{', '.join(missing)}", file=sys.stderr)
             return 2
         rows += [r for r in part
                  if r["solver"] == chanvec.ChanvecSolver.solver_id and r["kind"] == "cpu"]
