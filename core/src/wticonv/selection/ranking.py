@@ -367,6 +367,9 @@ def _forced(problem: ConvProblem, device: Device, verdicts: list[Verdict], solve
     v.chosen = True
     v.rank = 1
     others = [o for o in verdicts if o is not v]
+    for o in others:                 # the table's verdict and JSON's reason say why
+        if o.applicable and not o.reason:
+            o.reason = f"not ranked: {solver} is forced (solver= or -S)"
     return Selection(problem, [v] + others, v, "forced", workspace_limit, [v])
 
 
