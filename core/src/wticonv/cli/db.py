@@ -157,7 +157,7 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
         result = import_db(store, file, versions, keys, skip_bad, check,
                            perf_record_check(registry, store))
     except DbFileError as e:
-        return _refused(e, as_json)
+        return _refused(e, as_json, check)
     total = sum(result["records"].values())
     absent = _absent_devices([d for d in result["devices"] if d not in result["patterns"]])
     left_out = [{"unit": u, "records": n, "bad_lines": lines}
@@ -205,7 +205,7 @@ def import_command(file, devices, skip_bad, check, as_json) -> int:
     return 0
 
 
-def _refused(e: DbFileError, as_json: bool) -> int:
+def _refused(e: DbFileError, as_json: bool, check: bool = False) -> int:
     """Report a file that imported nothing: its bad lines (alike ones once, at most
     MAX_REPORTED), then what to do; status 2."""
     from wticonv.db.checks import ONLY_SYSTEM_DBS, group_bad
@@ -232,8 +232,9 @@ def _refused(e: DbFileError, as_json: bool) -> int:
             ": --skip-bad would import nothing, since every record is bad or goes in whole "
             "with a bad one (a device's calibration, a problem's find-db records on a "
             "device)")
-    print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: nothing imported; fix "
-          f"or remove them{more}", file=sys.stderr)
+    done = "checked (--check)" if check else "nothing imported"
+    print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}: {done}; fix or remove "
+          f"them{more}", file=sys.stderr)
     if any(ONLY_SYSTEM_DBS in b.error for b in e.bad):
         print("wticonv: note: a file that names devices by pattern is a system database: "
               "`wticonv db import FILE --check` checks it as one; it serves from a "
