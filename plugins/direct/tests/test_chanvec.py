@@ -54,12 +54,24 @@ def test_matches_the_reference(handle, name):
     assert chanvec_plan.block(p) == ((6, 4) if p.k // p.groups % 64 == 0 else (12, 2))
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: Groups of fewer input channels than a block's 6 slots: the slots take several filter
+#: columns (1, 2 and 3 channels), or repeat (4); filters wider than the picture
+WRW_CASES = {
+    **CASES,
+    "1 channel, 5x5: 6 filter columns a block": P(2, 1, 10, 10, 64, 5, 5, pad_h=2, pad_w=2),
+    "2 channels, 3x5 pad 4: 3 columns a block": P(1, 2, 9, 11, 64, 3, 5, pad_h=1, pad_w=4),
+    "4 channels: 4 of 6 slots real": P(1, 4, 8, 8, 64, 3, 3, pad_h=1, pad_w=1),
+    "3 channels, 1x7 stride 2": P(1, 3, 5, 5, 64, 1, 7, pad_w=3, stride_w=2),
+    "7x7 filter on a 3x3 picture": P(1, 3, 3, 3, 64, 7, 7, pad_h=3, pad_w=3),
+}
+
+
+@pytest.mark.parametrize("name", list(WRW_CASES))
 def test_backward_weights_match_the_reference(handle, name):
-    """chanvec_wrw: every tap's valid columns, blocks of input channels past the group's
-    last one (the stem's 3 of 6), groups, strides, padding beyond the filter."""
+    """chanvec_wrw: every tap's valid columns, slots of several filter columns (the
+    stem's 3 channels x 2), repeated slots, groups, strides, padding beyond the filter."""
     _cpu16(handle)
-    p = CASES[name].with_direction("wrw")
+    p = WRW_CASES[name].with_direction("wrw")
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, p.x_shape).astype(np.float32)
     dy = rng.uniform(-1, 1, p.y_shape).astype(np.float32)
@@ -146,13 +158,15 @@ def test_backward_weights_model_figures():
                                         WRW_ROW_OVERHEAD, wrw_efficiency)
 
     dev = _device()                                   # 2 compute units
-    # the stem: 49 taps x one block of 6 channels of which 3 are real
+    # the stem: 3 input channels, 7x7 filters
     stem = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2,
              direction="wrw")
     rows = 8 * 112
     length = rows * 112 / (rows * (112 + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)
-    assert chanvec_plan.wrw_items(stem) == 49
-    assert wrw_efficiency(stem, 2) == pytest.approx(WRW_EFFICIENCY[(6, 4)] * length * 0.5)
+    # 6 slots: 3 channels x 2 filter columns; 7 columns take 4 blocks, 21 of 24 slots real
+    assert chanvec_plan.wrw_slots(stem) == (1, 7 * 4, 21 / 24)
+    assert chanvec_plan.wrw_items(stem) == 28
+    assert wrw_efficiency(stem, 2) == pytest.approx(WRW_EFFICIENCY[(6, 4)] * length * 21 / 24)
     # one work-item (64 output channels, 6 input channels, 1x1): half of two units busy
     one = P(1, 6, 8, 8, 64, 1, 1, direction="wrw")
     length = 8 * 8 / (8 * (8 + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)

@@ -92,8 +92,9 @@ def wrw_efficiency(problem, compute_units: int) -> float:
     :data:`WRW_ROW_OVERHEAD` columns' time to set up, the work-item
     :data:`WRW_ITEM_OVERHEAD` positions' time to set up and store), times the share of
     the compute units its work-items fill (one work-item per block runs on one unit),
-    times the share of a block's input channels that are real (the 3-channel stem fills
-    3 of 6), times :data:`WRW_POINTWISE` for 1x1 filters; at most 1 (the fitted
+    times the share of its slots that are real (the 3-channel stem fills its 6 with
+    3 channels x 2 filter columns, a 4-channel group 4 of 6), times
+    :data:`WRW_POINTWISE` for 1x1 filters; at most 1 (the fitted
     constants reach past the measured peak on long rows, and a WTI may not: the
     solver's ``max_wti`` is 1.0)."""
     p = problem
@@ -107,12 +108,10 @@ def wrw_efficiency(problem, compute_units: int) -> float:
 
 def wrw_fill_used(problem, compute_units: int) -> float:
     """The share of the compute units chanvec_wrw's work-items fill, times the share of
-    its blocks' input channels that are real (known from the plan, not fitted)."""
-    p = problem
-    pb, _ = chanvec_plan.block(p)
-    fill = min(1.0, chanvec_plan.wrw_items(p) / max(compute_units, 1))
-    cg = p.c // p.groups
-    return fill * cg / (-(-cg // pb) * pb)     # a block past the group's channels repeats one
+    its slots that are real (:func:`.chanvec_plan.wrw_slots`; known from the plan, not
+    fitted)."""
+    fill = min(1.0, chanvec_plan.wrw_items(problem) / max(compute_units, 1))
+    return fill * chanvec_plan.wrw_slots(problem)[2]    # repeated slots do no real work
 
 
 def predicted_seconds(problem, device) -> float:

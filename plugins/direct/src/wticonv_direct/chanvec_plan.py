@@ -6,7 +6,9 @@ Kept apart from the hook functions (chanvec.py). The launches are
 contiguous) and ``chanvec_fwd`` (the convolution; a work-item per block of positions x
 output channels). Backward weights: ``chanvec_pack`` of dy (image by image, each block of
 output channels contiguous per position) and ``chanvec_wrw`` (a work-item per block of
-output channels x input channels of one filter tap). The build options depend only on
+output channels x input channels of one filter tap; ``chanvec_wrw_slots`` for groups of
+fewer input channels than a block has slots, which fills them with several filter
+columns). The build options depend only on
 K/G (which of two register blocks), never on other sizes.
 """
 
@@ -17,7 +19,8 @@ from wticonv.runtime.kit import Launch, kernel_family
 
 from .programs import KERNELS
 
-__all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "wrw_items", "plan"]
+__all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "wrw_slots", "wrw_items",
+           "plan"]
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
 #: block divides K/G: 6 x 64 channels (24 accumulator vectors of AVX-512's 32), else 12 x 32
@@ -70,12 +73,29 @@ def workspace_bytes(problem) -> int:
     return 4 * p.k * (p.c // p.groups) * p.r * p.s
 
 
-def wrw_items(problem) -> int:
-    """Work-items of chanvec_wrw: blocks of output channels x (blocks of a group's input
-    channels x filter taps)."""
+def wrw_slots(problem) -> tuple[int, int, int]:
+    """chanvec_wrw's split of a work-item's PB slots: ``(channel_blocks, filter_rows x
+    column_blocks, real share)``. A slot block holds CB = min(C/G, PB) input channels at
+    QS = PB // CB neighbouring filter columns (QS > 1 only for groups of fewer channels
+    than slots, as the 3-channel stem); the real share is the share of the slots that
+    are real channels and columns, not repeats."""
     p = problem
-    pb, kv = block(p)
-    return (p.k // (16 * kv)) * -(-(p.c // p.groups) // pb) * p.r * p.s
+    pb, _ = block(p)
+    cg = p.c // p.groups
+    cb = min(cg, pb)
+    qs = pb // cb
+    ns = -(-p.s // qs)
+    nc = -(-cg // cb)
+    return nc, p.r * ns, cg * p.s / (nc * ns * pb)
+
+
+def wrw_items(problem) -> int:
+    """Work-items of chanvec_wrw: blocks of output channels x blocks of slots
+    (:func:`wrw_slots`)."""
+    p = problem
+    _, kv = block(p)
+    nc, taps, _ = wrw_slots(p)
+    return (p.k // (16 * kv)) * nc * taps
 
 
 def _options(pb: int, kv: int) -> str:
@@ -111,8 +131,10 @@ def _plan_wrw(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]
                           (-(-hwo // 16), p.k // 16, p.n), (1, 1, 1),
                           lambda: ("y", "ws", np.int32(p.k), np.int32(hwo)),
                           bytes=int(PACK_BYTES_FACTOR * 8 * p.n * p.k * hwo))
-    conv = KERNELS.launch("chanvec.cl", "chanvec_wrw", opts,
-                          (-(-(p.c // p.groups) // pb) * p.r * p.s, p.k // (16 * kv)), (1, 1),
+    nc, taps, _ = wrw_slots(p)
+    # groups of fewer channels than slots fill them with several filter columns
+    name = "chanvec_wrw_slots" if p.c // p.groups < pb else "chanvec_wrw"
+    conv = KERNELS.launch("chanvec.cl", name, opts, (nc * taps, p.k // (16 * kv)), (1, 1),
                           lambda: ("x", "ws", "w") + _sizes(p), flops=p.flops,
                           efficiency=efficiency)
     return [pack, conv]

@@ -16,7 +16,9 @@
  * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW);
  * - chanvec_wrw: backward weights, reading x and dyp and writing dw: a work-item
  *   computes 16*KV output channels x PB input channels of one filter tap (r, s),
- *   summing over every position (n, oh, ow) whose tap falls inside the picture.
+ *   summing over every position (n, oh, ow) whose tap falls inside the picture;
+ *   chanvec_wrw_slots the same for groups of fewer than PB input channels, its PB slots
+ *   spread over several filter columns.
  *
  * Padding: per (r, s) the positions whose tap falls outside the picture are found once;
  * where none does, the loop over c runs without a select. A padding tap contributes an
@@ -141,7 +143,8 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
  * qb = (c0 / PB) R S + r S + s. Per position: KV vectors of dyp and PB broadcast inputs,
  * PB x KV multiply-adds. A row's valid columns are found once, so the loop over them
  * has no test; a block past the group's last channel repeats that channel, and stores
- * only its own. */
+ * only its own. Groups of fewer channels than PB take chanvec_wrw_slots below (kept apart:
+ * its column bookkeeping slowed this kernel's 7x7 layers by about 10 %). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void chanvec_wrw(__global const float *restrict x, __global const float *restrict dyp,
                  __global float *restrict dw,
@@ -190,6 +193,108 @@ void chanvec_wrw(__global const float *restrict x, __global const float *restric
     }
     for (int j = 0; j < qn; ++j) {
         __global float *o = dw + ((long)kb * KB * Cg + c0 + j) * RS + rs;
+        float t[KB];
+        for (int v = 0; v < KV; ++v)
+            vstore16(acc[v][j], v, t);
+        for (int k = 0; k < KB; ++k)
+            o[(long)k * Cg * RS] = t[k];
+    }
+}
+
+/* Backward weights of groups of fewer input channels than PB (the 3-channel stem), the
+ * sum of chanvec_wrw. Work-item (qb, kb): output channels kb KB to kb KB + KB - 1 times
+ * PB slots of one filter row r: CB = min(Cg, PB) input channels from
+ * c0 at QS = PB / CB neighbouring filter columns from s0 (QS is 1 unless the group has
+ * fewer channels than slots: the 3-channel stem fills its 6 slots with 3 channels x 2
+ * columns), qb = (c0 / CB) R NS + r NS + s0 / QS, NS = ceil(S / QS). Per position: KV
+ * vectors of dyp and PB broadcast inputs, PB x KV multiply-adds. A row's columns where
+ * every slot's tap is inside the picture are found once and run with no test; the few
+ * columns where only some are inside, with one. A slot past the group's channels or the
+ * filter's columns repeats slot 0, and only the real ones are stored. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_wrw_slots(__global const float *restrict x, __global const float *restrict dyp,
+                 __global float *restrict dw,
+                 const int N, const int C, const int H, const int W, const int K,
+                 const int R, const int S, const int Ho, const int Wo,
+                 const int SH, const int SW, const int PH, const int PW, const int G)
+{
+    const int qb = get_global_id(0), kb = get_global_id(1);
+    const int Cg = C / G, Kg = K / G, HW = H * W, HWo = Ho * Wo, RS = R * S;
+    const int g = kb * KB / Kg;
+    const int CB = min(Cg, PB), QS = PB / CB, NS = (S + QS - 1) / QS;
+    const int c0 = (qb / (R * NS)) * CB, rq = qb % (R * NS), r = rq / NS, s0 = (rq % NS) * QS;
+    long xoff[PB];
+    int lo[PB], hi[PB], sj[PB];
+    bool real[PB];
+    int lo_in = 0, hi_in = Wo, lo_all = Wo, hi_all = 0;
+    for (int j = 0; j < PB; ++j) {
+        const int cj = j % CB, s = s0 + j / CB;
+        real[j] = j / CB < QS && c0 + cj < Cg && s < S;
+        const int c = real[j] ? cj : 0, sr = real[j] ? s : s0;
+        sj[j] = sr;
+        xoff[j] = (long)c * HW + sr - PW;
+        /* columns whose tap iw = ow SW - PW + s lies in [0, W) */
+        lo[j] = PW > sr ? (PW - sr + SW - 1) / SW : 0;
+        hi[j] = W - 1 + PW - sr < 0 ? 0 : min(Wo, (W - 1 + PW - sr) / SW + 1);
+        if (real[j]) {
+            lo_in = max(lo_in, lo[j]);
+            hi_in = min(hi_in, hi[j]);
+            lo_all = min(lo_all, lo[j]);
+            hi_all = max(hi_all, hi[j]);
+        }
+    }
+    hi_in = max(hi_in, lo_in);
+    /* columns where only some slots' taps are inside (never with one filter column) */
+    const bool edges = lo_all < lo_in || hi_in < hi_all;
+    float16 acc[KV][PB];
+    for (int v = 0; v < KV; ++v)
+        for (int j = 0; j < PB; ++j)
+            acc[v][j] = (float16)0.0f;
+    const int nkb = K / KB;
+    for (int n = 0; n < N; ++n) {
+        const long xn = ((long)n * C + g * Cg + c0) * HW;
+        const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
+        for (int oh = 0; oh < Ho; ++oh) {
+            const int ih = oh * SH - PH + r;
+            if (ih < 0 || ih >= H)
+                continue;
+            /* x[xr + xoff[j] + ow SW] is slot j's tap at column ow (lo[j] <= ow < hi[j]) */
+            const long xr = xn + ih * W;
+            const __global float *dr = dn + (long)oh * Wo * KB;
+            for (int ow = lo_all; edges && ow < hi_all; ++ow) {
+                if (ow == lo_in && ow < hi_in)
+                    ow = hi_in;         /* the inner columns run in the loop below */
+                if (ow >= hi_all)
+                    break;
+                float16 dv[KV];
+                _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                    dv[v] = vload16(v, dr + ow * KB);
+                _Pragma("unroll") for (int j = 0; j < PB; ++j) {
+                    const bool in = ow >= lo[j] && ow < hi[j];
+                    /* a padding tap adds nothing (not 0 x dy: an Inf in dy stays out);
+                       the load reads a valid address either way */
+                    const float16 xv = (float16)(x[in ? xr + xoff[j] + ow * SW : xn]);
+                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                        acc[v][j] = in ? fma(xv, dv[v], acc[v][j]) : acc[v][j];
+                }
+            }
+            for (int ow = lo_in; ow < hi_in; ++ow) {
+                float16 dv[KV];
+                _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                    dv[v] = vload16(v, dr + ow * KB);
+                const int iw = ow * SW;
+                _Pragma("unroll") for (int j = 0; j < PB; ++j) {
+                    const float16 xv = (float16)(x[xr + xoff[j] + iw]);
+                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                        acc[v][j] = fma(xv, dv[v], acc[v][j]);
+                }
+            }
+        }
+    }
+    for (int j = 0; j < PB; ++j) {
+        if (!real[j])
+            continue;
+        __global float *o = dw + ((long)kb * KB * Cg + c0 + j % CB) * RS + r * S + sj[j];
         float t[KB];
         for (int v = 0; v < KV; ++v)
             vstore16(acc[v][j], v, t);
