@@ -101,6 +101,10 @@ def problems() -> dict[str, Case]:
                                                 stride_h=2, stride_w=2), ("direct.chanvec",)),
         "chanvec 12 x 32, groups 2": Case(P(1, 4, 3, 4, 64, 2, 3, pad_h=1, groups=2),
                                           ("direct.chanvec",)),
+        # 8 input channels: backward weights by the plain kernel (the two above have
+        # fewer channels than slots: chanvec_wrw_slots)
+        "chanvec 8 channels, 3x3 pad 1": Case(P(1, 8, 4, 3, 64, 3, 3, pad_h=1, pad_w=1),
+                                              ("direct.chanvec",)),
     }
 
 
