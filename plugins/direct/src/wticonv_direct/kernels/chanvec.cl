@@ -136,6 +136,45 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
     }
 }
 
+/* What the two backward-weights kernels share: their arguments, their first names, the
+ * loop over a row's columns where every slot's tap is inside the picture (x[XR + xoff[j]
+ * + ow SW] is slot j's tap at column ow; dr the row's packed dy), and the store of slot
+ * j's KB sums from O on, KB channels apart in dw. */
+#define WRW_PARAMS                                                                        \
+    __global const float *restrict x, __global const float *restrict dyp,                \
+    __global float *restrict dw,                                                          \
+    const int N, const int C, const int H, const int W, const int K,                      \
+    const int R, const int S, const int Ho, const int Wo,                                 \
+    const int SH, const int SW, const int PH, const int PW, const int G
+#define WRW_NAMES                                                                         \
+    const int qb = get_global_id(0), kb = get_global_id(1);                               \
+    const int Cg = C / G, Kg = K / G, HW = H * W, HWo = Ho * Wo, RS = R * S;              \
+    const int g = kb * KB / Kg, nkb = K / KB;                                             \
+    float16 acc[KV][PB];                                                                  \
+    for (int v = 0; v < KV; ++v)                                                          \
+        for (int j = 0; j < PB; ++j)                                                      \
+            acc[v][j] = (float16)0.0f;
+#define WRW_COLUMNS(FROM, TO, XR)                                                         \
+    for (int ow = (FROM); ow < (TO); ++ow) {                                              \
+        float16 dv[KV];                                                                   \
+        _Pragma("unroll") for (int v = 0; v < KV; ++v)                                    \
+            dv[v] = vload16(v, dr + ow * KB);                                             \
+        const int iw = ow * SW;                                                           \
+        _Pragma("unroll") for (int j = 0; j < PB; ++j) {                                  \
+            const float16 xv = (float16)(x[(XR) + xoff[j] + iw]);                         \
+            _Pragma("unroll") for (int v = 0; v < KV; ++v)                                \
+                acc[v][j] = fma(xv, dv[v], acc[v][j]);                                    \
+        }                                                                                 \
+    }
+#define WRW_STORE(j, O) {                                                                 \
+        __global float *o_ = (O);                                                         \
+        float t_[KB];                                                                     \
+        for (int v = 0; v < KV; ++v)                                                      \
+            vstore16(acc[v][j], v, t_);                                                   \
+        for (int k = 0; k < KB; ++k)                                                      \
+            o_[(long)k * Cg * RS] = t_[k];                                                \
+    }
+
 /* Backward weights: dw[k][c][r][s] = sum over (n, oh, ow) of dy[n][k][oh][ow] x
  * x[n][g Cg + c][oh SH - PH + r][ow SW - PW + s], the positions whose tap is padding left
  * out (an exact zero, as in chanvec_fwd). Work-item (qb, kb): output channels kb KB to
@@ -146,15 +185,9 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
  * only its own. Groups of fewer channels than PB take chanvec_wrw_slots below (kept apart:
  * its column bookkeeping slowed this kernel's 7x7 layers by about 10 %). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void chanvec_wrw(__global const float *restrict x, __global const float *restrict dyp,
-                 __global float *restrict dw,
-                 const int N, const int C, const int H, const int W, const int K,
-                 const int R, const int S, const int Ho, const int Wo,
-                 const int SH, const int SW, const int PH, const int PW, const int G)
+void chanvec_wrw(WRW_PARAMS)
 {
-    const int qb = get_global_id(0), kb = get_global_id(1);
-    const int Cg = C / G, Kg = K / G, HW = H * W, HWo = Ho * Wo, RS = R * S;
-    const int g = kb * KB / Kg;
+    WRW_NAMES
     const int c0 = (qb / RS) * PB, rs = qb % RS, r = rs / S, s = rs % S;
     const int qn = min(PB, Cg - c0);
     long xoff[PB];
@@ -163,11 +196,6 @@ void chanvec_wrw(__global const float *restrict x, __global const float *restric
     /* columns whose tap iw = ow SW - PW + s lies in [0, W) */
     const int ow_lo = PW > s ? (PW - s + SW - 1) / SW : 0;
     const int ow_hi = W - 1 + PW - s < 0 ? 0 : min(Wo, (W - 1 + PW - s) / SW + 1);
-    float16 acc[KV][PB];
-    for (int v = 0; v < KV; ++v)
-        for (int j = 0; j < PB; ++j)
-            acc[v][j] = (float16)0.0f;
-    const int nkb = K / KB;
     for (int n = 0; n < N; ++n) {
         const long xn = ((long)n * C + g * Cg + c0) * HW;
         const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
@@ -178,27 +206,11 @@ void chanvec_wrw(__global const float *restrict x, __global const float *restric
             /* x[xr + ow SW] is column ow's tap (inside the picture: ow_lo <= ow < ow_hi) */
             const long xr = xn + ih * W - PW + s;
             const __global float *dr = dn + (long)oh * Wo * KB;
-            for (int ow = ow_lo; ow < ow_hi; ++ow) {
-                float16 dv[KV];
-                _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                    dv[v] = vload16(v, dr + ow * KB);
-                const int iw = ow * SW;
-                _Pragma("unroll") for (int j = 0; j < PB; ++j) {
-                    const float16 xv = (float16)(x[xr + xoff[j] + iw]);
-                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                        acc[v][j] = fma(xv, dv[v], acc[v][j]);
-                }
-            }
+            WRW_COLUMNS(ow_lo, ow_hi, xr)
         }
     }
-    for (int j = 0; j < qn; ++j) {
-        __global float *o = dw + ((long)kb * KB * Cg + c0 + j) * RS + rs;
-        float t[KB];
-        for (int v = 0; v < KV; ++v)
-            vstore16(acc[v][j], v, t);
-        for (int k = 0; k < KB; ++k)
-            o[(long)k * Cg * RS] = t[k];
-    }
+    for (int j = 0; j < qn; ++j)
+        WRW_STORE(j, dw + ((long)kb * KB * Cg + c0 + j) * RS + rs)
 }
 
 /* Backward weights of groups of fewer input channels than PB (the 3-channel stem), the
@@ -212,15 +224,9 @@ void chanvec_wrw(__global const float *restrict x, __global const float *restric
  * columns where only some are inside, with one. A slot past the group's channels or the
  * filter's columns repeats slot 0, and only the real ones are stored. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void chanvec_wrw_slots(__global const float *restrict x, __global const float *restrict dyp,
-                 __global float *restrict dw,
-                 const int N, const int C, const int H, const int W, const int K,
-                 const int R, const int S, const int Ho, const int Wo,
-                 const int SH, const int SW, const int PH, const int PW, const int G)
+void chanvec_wrw_slots(WRW_PARAMS)
 {
-    const int qb = get_global_id(0), kb = get_global_id(1);
-    const int Cg = C / G, Kg = K / G, HW = H * W, HWo = Ho * Wo, RS = R * S;
-    const int g = kb * KB / Kg;
+    WRW_NAMES
     const int CB = min(Cg, PB), QS = PB / CB, NS = (S + QS - 1) / QS;
     const int c0 = (qb / (R * NS)) * CB, rq = qb % (R * NS), r = rq / NS, s0 = (rq % NS) * QS;
     long xoff[PB];
@@ -246,11 +252,6 @@ void chanvec_wrw_slots(__global const float *restrict x, __global const float *r
     hi_in = max(hi_in, lo_in);
     /* columns where only some slots' taps are inside (never with one filter column) */
     const bool edges = lo_all < lo_in || hi_in < hi_all;
-    float16 acc[KV][PB];
-    for (int v = 0; v < KV; ++v)
-        for (int j = 0; j < PB; ++j)
-            acc[v][j] = (float16)0.0f;
-    const int nkb = K / KB;
     for (int n = 0; n < N; ++n) {
         const long xn = ((long)n * C + g * Cg + c0) * HW;
         const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
@@ -278,27 +279,10 @@ void chanvec_wrw_slots(__global const float *restrict x, __global const float *r
                         acc[v][j] = in ? fma(xv, dv[v], acc[v][j]) : acc[v][j];
                 }
             }
-            for (int ow = lo_in; ow < hi_in; ++ow) {
-                float16 dv[KV];
-                _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                    dv[v] = vload16(v, dr + ow * KB);
-                const int iw = ow * SW;
-                _Pragma("unroll") for (int j = 0; j < PB; ++j) {
-                    const float16 xv = (float16)(x[xr + xoff[j] + iw]);
-                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                        acc[v][j] = fma(xv, dv[v], acc[v][j]);
-                }
-            }
+            WRW_COLUMNS(lo_in, hi_in, xr)
         }
     }
-    for (int j = 0; j < PB; ++j) {
-        if (!real[j])
-            continue;
-        __global float *o = dw + ((long)kb * KB * Cg + c0 + j % CB) * RS + r * S + sj[j];
-        float t[KB];
-        for (int v = 0; v < KV; ++v)
-            vstore16(acc[v][j], v, t);
-        for (int k = 0; k < KB; ++k)
-            o[(long)k * Cg * RS] = t[k];
-    }
+    for (int j = 0; j < PB; ++j)
+        if (real[j])
+            WRW_STORE(j, dw + ((long)kb * KB * Cg + c0 + j % CB) * RS + r * S + sj[j])
 }
