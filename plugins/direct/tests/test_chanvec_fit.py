@@ -10,7 +10,7 @@ import pytest
 from wticonv import ConvProblem
 from wticonv.runtime.kit import launches_seconds
 from wticonv.testing.launches import RecordingDevice
-from wticonv_direct import chanvec_plan
+from wticonv_direct import chanvec, chanvec_plan
 
 TOOL = Path(__file__).resolve().parents[3] / "tools" / "fit_chanvec.py"
 pytestmark = pytest.mark.skipif(not TOOL.is_file(),
@@ -88,9 +88,7 @@ def test_fit_of_backward_weights_finds_its_constants(tmp_path, capsys):
         w.writerow(COLUMNS)
         for p in problems:
             b = chanvec_plan.block(p)
-            cg = p.c // p.groups
-            known = (min(1.0, chanvec_plan.wrw_items(p) / 2)         # fill of 2 units
-                     * cg / (-(-cg // b[0]) * b[0]))                 # channels used
+            known = chanvec.wrw_fill_used(p, 2)      # fill of 2 units x real slots: not fitted
             rows = p.n * p.ho
             e = (block_eff[b] * rows * p.wo / (rows * (p.wo + row) + item) * known
                  * (pointwise if p.r == 1 else 1))
