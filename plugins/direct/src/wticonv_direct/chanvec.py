@@ -45,7 +45,10 @@ device figure charges). Forward: 375 runs, rms log error 0.44 (median -0.01), ab
 two timings of one probe differ by on that machine (the first, hand-set constants 0.75,
 0.55, 150, no tap term and the packing at the full bandwidth: 1.35x too slow at the
 median). Backward weights: 121 runs, rms log error 0.38 (median -0.02); on ResNet-50's
-23 backward-weights layers at N=8, fitted to nothing, 0.17 (median +0.06).
+23 backward-weights layers at N=8, fitted to nothing, 0.17 (median +0.06). Those runs
+predate chanvec_wrw_slots: their groups of fewer channels than slots ran half idle, so a
+refit on them now misreads those few (the tool gives 0.45 over the same runs); refit on
+a fresh calibration.
 """
 
 from __future__ import annotations
