@@ -184,3 +184,17 @@ def test_tables_print_plugin_text_as_written(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "wticonv-x [beta]" in out and "x[n, c] * w [/tiled]" in out
     assert "needs [red]nothing[/red] [/oops]" in out
+
+
+def test_progress_labels_are_text_not_markup():
+    """calibrate's progress labels start with "[probe 7, 9/240 s]", which Rich markup
+    would take for a style and drop."""
+    from rich.progress import TextColumn
+    from wticonv.cli import render
+
+    with render.Progress(enabled=True) as bar:
+        bar.update(1, 2, "[probe 7, 9/240 s] 64-56-56-3x3")
+        label = next(c for c in bar._p.columns if isinstance(c, TextColumn))
+        assert label.markup is False
+        text = label.render(bar._p.tasks[0])
+    assert text.plain.rstrip() == "[probe 7, 9/240 s] 64-56-56-3x3"   # padded to 48

@@ -246,7 +246,9 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.enabled:
-            self._p = _RichProgress(TextColumn("{task.description}"), BarColumn(),
+            # labels as written: "[probe 7, 9/240 s] KEY" is text, not a Rich style
+            self._p = _RichProgress(TextColumn("{task.description}", markup=False),
+                                    BarColumn(),
                                     MofNCompleteColumn(), TimeElapsedColumn(), console=_err,
                                     transient=True)
             self._p.__enter__()
