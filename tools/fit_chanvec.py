@@ -101,7 +101,10 @@ def _best_blocks(data, blocks, err):
 
 
 def fit_fwd(runs) -> None:
-    data = [(b, (p.c // p.groups) * p.r * p.s, p.r * p.s, e) for p, b, e, _ in runs]
+    # backward data runs the forward kernel on its forward view (chanvec_plan.forward_view)
+    views = [chanvec_plan.forward_view(p) for p, _, _, _ in runs]
+    data = [(b, (f.c // f.groups) * f.r * f.s, f.r * f.s, e)
+            for f, (_, b, e, _) in zip(views, runs)]
     blocks = sorted({d[0] for d in data})
     for b in blocks:
         qs = np.array([d[1] for d in data if d[0] == b])
@@ -128,6 +131,12 @@ def fit_fwd(runs) -> None:
                      chanvec.REDUCTION_HALF, chanvec.TAP_OVERHEAD)
     print(f"current constants: rms log error {np.sqrt(np.mean(now ** 2)):.3f}, "
           f"median {np.median(now):+.3f}")
+    for name, part in (("fwd", "fwd"), ("bwd", "bwd")):
+        sel = np.array([p.direction == part for p, _, _, _ in runs])
+        if sel.any() and not sel.all():
+            print(f"  {name} alone: {sel.sum()} runs, fitted rms log error "
+                  f"{np.sqrt(np.mean(err[sel] ** 2)):.3f}, current "
+                  f"{np.sqrt(np.mean(now[sel] ** 2)):.3f}")
 
 
 def _wrw_data(runs):
@@ -224,9 +233,10 @@ def main(argv=None) -> int:
         return 1
     runs, floor = implied(rows)
     print(f"{len(rows)} runs, {floor} below the model's floor (left out)")
-    fwd = [r for r in runs if r[0].direction == "fwd"]
+    fwd = [r for r in runs if r[0].direction in ("fwd", "bwd")]
     if fwd:
-        print(f"-- fwd: {len(fwd)} runs")
+        print(f"-- fwd and bwd (the forward kernel): {len(fwd)} runs, "
+              f"{sum(r[0].direction == 'bwd' for r in fwd)} of them bwd")
         fit_fwd(fwd)
     wrw = [r for r in rows if r["direction"] == "wrw"]
     if wrw:

@@ -30,6 +30,8 @@ CASES = {
                                                           pad_w=1),
     "padding beyond the filter": P(1, 4, 4, 5, 64, 2, 3, pad_h=3, pad_w=4),
     "1x1 picture": P(5, 33, 1, 1, 64, 1, 1),
+    "groups of 16 channels (12 x 16 block)": P(2, 32, 9, 9, 32, 3, 3, pad_h=1, pad_w=1,
+                                               groups=2),
     "asymmetric stride and filter": P(2, 5, 11, 17, 32, 1, 5, pad_w=2, stride_h=3,
                                       stride_w=2),
 }
@@ -51,7 +53,9 @@ def test_matches_the_reference(handle, name):
     ref = reference(p, x=x, w=w)
     assert y.shape == ref.shape
     assert rms_range(y, ref) < solver.tolerance, f"{p.key}: {rms_range(y, ref)}"
-    assert chanvec_plan.block(p) == ((6, 4) if p.k // p.groups % 64 == 0 else (12, 2))
+    kg = p.k // p.groups
+    assert chanvec_plan.block(p) == ((6, 4) if kg % 64 == 0 else (12, 2) if kg % 32 == 0
+                                     else (12, 1))
 
 
 #: Groups of fewer input channels than a block's 6 slots: the slots take several filter
@@ -79,6 +83,53 @@ def test_backward_weights_match_the_reference(handle, name):
     ref = reference(p, x=x, y=dy)
     assert dw.shape == ref.shape == p.w_shape
     assert rms_range(dw, ref) < solver.tolerance, f"{p.key}: {rms_range(dw, ref)}"
+
+
+#: Backward data at stride 1 (C/G a multiple of 32): padding 0 to R-1, both blocks,
+#: groups, filters wider than the picture, positions crossing rows and images
+BWD_CASES = {
+    "1x1, 7x7 picture (6 x 64 block)": P(2, 64, 7, 7, 96, 1, 1),
+    "3x3 pad 1, groups of 32 (12 x 32 block)": P(2, 64, 9, 9, 64, 3, 3, pad_h=1, pad_w=1,
+                                                  groups=2),
+    "3x3 without padding, K = 40": P(1, 32, 6, 5, 40, 3, 3),
+    "5x5 pad 1, C = 96": P(1, 96, 8, 9, 20, 5, 5, pad_h=1, pad_w=1),
+    "1x7 pad 3, two images": P(2, 32, 5, 9, 16, 1, 7, pad_w=3),
+    "1x1 picture": P(5, 64, 1, 1, 33, 1, 1),
+    "groups of 16 channels (12 x 16 block), 5x5 pad 2": P(1, 64, 6, 7, 64, 5, 5, pad_h=2,
+                                                          pad_w=2, groups=4),
+    "7x7 pad 3 on a 3x3 picture": P(1, 32, 3, 3, 8, 7, 7, pad_h=3, pad_w=3),
+}
+
+
+@pytest.mark.parametrize("name", list(BWD_CASES))
+def test_backward_data_matches_the_reference(handle, name):
+    """chanvec_pack_bwd's flipped, transposed filters and chanvec_fwd on dy."""
+    _cpu16(handle)
+    p = BWD_CASES[name].with_direction("bwd")
+    rng = np.random.default_rng(7)
+    w = rng.uniform(-1, 1, p.w_shape).astype(np.float32)
+    dy = rng.uniform(-1, 1, p.y_shape).astype(np.float32)
+    dx = handle.compute(p, solver="direct.chanvec", w=w, y=dy)
+    ref = reference(p, w=w, y=dy)
+    assert dx.shape == ref.shape == p.x_shape
+    assert rms_range(dx, ref) < solver.tolerance, f"{p.key}: {rms_range(dx, ref)}"
+    f = chanvec_plan.forward_view(p)
+    assert (f.n, f.c, f.h, f.w, f.k, f.ho, f.wo) == (p.n, p.k, p.ho, p.wo, p.c, p.h, p.w)
+
+
+def test_backward_data_spreads_inf_only_through_real_taps(handle):
+    """An Inf in dy reaches exactly the dx positions of its window (3x3 around it, cut by
+    the picture's edge), never a padding tap's."""
+    _cpu16(handle)
+    p = P(1, 32, 5, 5, 16, 3, 3, pad_h=1, pad_w=1, direction="bwd")
+    w = np.ones(p.w_shape, np.float32)
+    dy = np.ones(p.y_shape, np.float32)
+    dy[0, 3, 0, 4] = np.inf
+    dx = handle.compute(p, solver="direct.chanvec", w=w, y=dy)
+    bad = np.isinf(dx[0])
+    assert bad[:, :2, 3:].all() and bad.sum() == 32 * 4
+    # ones elsewhere: 16 channels k x the taps inside (2 at an edge, 3 inside, a side)
+    assert np.all(dx[0, :, 2:, :2] == 16.0 * np.array([[6, 9], [6, 9], [4, 6]]))
 
 
 def test_backward_weights_leave_padding_taps_out(handle):
@@ -119,9 +170,13 @@ def _device(kind="cpu", vector_width=16):
 
 
 @pytest.mark.parametrize("problem, device, words", [
-    (P(1, 8, 7, 7, 64, 3, 3, direction="bwd"), _device(), "forward and backward weights only"),
-    (P(1, 8, 7, 7, 48, 3, 3), _device(), "multiple of 32"),
-    (P(1, 64, 7, 7, 64, 3, 3, groups=4), _device(), "K/G = 16"),
+    (P(1, 64, 8, 8, 64, 3, 3, direction="bwd", stride_h=2, stride_w=2), _device(),
+     "stride 1 only"),
+    (P(1, 64, 7, 7, 64, 3, 3, direction="bwd", pad_h=3, pad_w=3), _device(),
+     "padding 3x3 beyond the filter"),
+    (P(1, 40, 7, 7, 64, 3, 3, direction="bwd"), _device(), "C/G = 40 input channels"),
+    (P(1, 8, 7, 7, 40, 3, 3), _device(), "multiple of 16"),
+    (P(1, 64, 7, 7, 64, 3, 3, groups=8), _device(), "K/G = 8"),
     (P(1, 8, 9, 9, 64, 3, 3, dilation_h=2, dilation_w=2), _device(), "no dilation"),
     (P(1, 64, 7, 7, 64, 3, 3, groups=64), _device(), "direct.depthwise serves it"),
     (P(1, 64, 7, 7, 2, 3, 3, groups=2), _device(), "K/G = 1 output channel a group"),

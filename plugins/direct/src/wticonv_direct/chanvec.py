@@ -1,12 +1,14 @@
-"""The ``direct.chanvec`` solver: forward and backward-weights convolution on CPUs with
-output channels in the vector lanes.
+"""The ``direct.chanvec`` solver: convolution on CPUs with output channels in the vector
+lanes, in every direction (backward data at stride 1).
 
-Applies to forward and backward-weights problems on CPUs with 16-float vectors
-(AVX-512), any filter, stride and padding, no dilation, groups whose K/G is a multiple
-of 32 (the register block, :data:`.chanvec_plan.BLOCKS`). Dynamic: two builds per device
+Applies on CPUs with 16-float vectors (AVX-512), no dilation, not depthwise: forward and
+backward weights at any filter, stride and padding, groups whose K/G is a multiple of 16
+(the register blocks, :data:`.chanvec_plan.BLOCKS`); backward data at stride 1 with
+padding at most R-1 x S-1 and C/G a multiple of 16, run as the forward kernel on dy with
+the filters flipped and transposed (:func:`.chanvec_plan.forward_view`). Dynamic: two builds per device
 at most (one per register block); every size is a kernel argument. Kernels:
 ``kernels/chanvec.cl``; launches: :mod:`.chanvec_plan`. The workspace holds the packed
-filters, 4 K C/G R S bytes (forward), or the packed dy, 4 N K Ho Wo bytes (backward
+filters, 4 K C/G R S bytes (forward and backward data), or the packed dy, 4 N K Ho Wo bytes (backward
 weights).
 
 Where it pays: pictures of 7x7 to 14x14 and strided layers, where ``direct.tiled`` (output
@@ -16,14 +18,14 @@ forward layers at N=8 at 184-214 GFLOP/s, 1.14-1.59x faster than the fastest oth
 solver on six of seven, and ResNeXt-50's grouped 3x3 layers of 32 channels a group
 1.6-2.5x faster (``benchmarks/chanvec_fwd.py``); ResNet-50's backward weights at N=8 in
 0.59-1.33x the best other solver's time, 0.857 in geometric mean over 23 layers
-(``benchmarks/chanvec_wrw.py``; docs/performance.md).
+(``benchmarks/chanvec_layers.py``; docs/performance.md).
 
 WTI model (fraction of ``device.peak_flops``)::
 
     time = 2 x overhead                                   (two launches)
          + PACK_BYTES_FACTOR x 8 x packed floats / bandwidth   (the packing pass)
          + flops / (peak x efficiency)
-    forward:
+    forward (and backward data, as the forward problem it runs: q = K/G x R x S):
     efficiency = BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF + TAP_OVERHEAD x R x S)
     q = C/G x R x S
     backward weights (:func:`wrw_efficiency`):
@@ -63,14 +65,14 @@ __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP
            "efficiency", "wrw_efficiency", "wrw_fill_used", "predicted_seconds"]
 
 #: Fraction of peak of a long reduction, per register block (positions, vectors).
-BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82}
+BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.6}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
 REDUCTION_HALF = 60
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
 TAP_OVERHEAD = 1
 #: Backward weights: fraction of peak of a long row, per register block.
-WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14}
+WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14, (12, 1): 0.8}
 #: Backward weights: a row's set-up (its tap row test and pointers), in columns' time.
 WRW_ROW_OVERHEAD = 0
 #: Backward weights of 1x1 filters, relative to the others (fitted: 10 % faster).
@@ -84,6 +86,7 @@ def efficiency(problem, compute_units: int = 1) -> float:
     (module docstring)."""
     if problem.direction == "wrw":
         return wrw_efficiency(problem, compute_units)
+    problem = chanvec_plan.forward_view(problem)     # backward data: the forward it runs
     q = (problem.c // problem.groups) * problem.r * problem.s
     return (BLOCK_EFFICIENCY[chanvec_plan.block(problem)] * q
             / (q + REDUCTION_HALF + TAP_OVERHEAD * problem.r * problem.s))
@@ -129,12 +132,12 @@ def _efficiency(problem, device) -> float:
 
 
 class ChanvecSolver:
-    """Forward and backward-weights convolution with output channels in the vector lanes
-    (CPUs)."""
+    """Convolution with output channels in the vector lanes (CPUs): forward, backward
+    weights, backward data at stride 1."""
 
     solver_id = "direct.chanvec"
-    scope = ("fwd and wrw on CPUs with 16-float vectors; K/G a multiple of 32, no dilation, "
-             "not depthwise")
+    scope = ("CPUs with 16-float vectors; fwd and wrw: K/G a multiple of 16; bwd: stride 1, "
+             "C/G a multiple of 16; no dilation, not depthwise")
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference (fp32 accumulation along C/G x R x S)
     tolerance = 1e-5

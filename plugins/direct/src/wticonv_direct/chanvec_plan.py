@@ -4,30 +4,33 @@ Kept apart from the hook functions (chanvec.py). The launches are
 :class:`wticonv.runtime.kit.Launch` objects of ``kernels/chanvec.cl``. Forward:
 ``chanvec_pack`` (the filters into the workspace, each block of output channels
 contiguous) and ``chanvec_fwd`` (the convolution; a work-item per block of positions x
-output channels). Backward weights: ``chanvec_pack`` of dy (image by image, each block of
+output channels). Backward data at stride 1: ``chanvec_pack_bwd`` (the filters flipped
+and transposed) and ``chanvec_fwd`` on dy (:func:`forward_view`). Backward weights: ``chanvec_pack`` of dy (image by image, each block of
 output channels contiguous per position) and ``chanvec_wrw`` (a work-item per block of
 output channels x input channels of one filter tap; ``chanvec_wrw_slots`` for groups of
 fewer input channels than a block has slots, which fills them with several filter
 columns). The build options depend only on
-K/G (which of two register blocks), never on other sizes.
+K/G (C/G in backward data: which of three register blocks), never on other sizes.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from wticonv.runtime.kit import Launch, kernel_family
 
 from .programs import KERNELS
 
-__all__ = ["BLOCKS", "block", "decline_reason", "workspace_bytes", "wrw_slots", "wrw_items",
-           "plan"]
+__all__ = ["BLOCKS", "block", "decline_reason", "forward_view", "workspace_bytes",
+           "wrw_slots", "wrw_items", "plan"]
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
 #: block divides K/G: 6 x 64 channels (24 accumulator vectors of AVX-512's 32), else 12 x 32
 #: (24 too). Chosen by `benchmarks/chanvec_fwd.py` on a 2-core AMD EPYC (Zen 4, PoCL 3.1):
 #: on ResNet-50's 7x7 and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's
 #: groups of 32 channels 12 x 2 at 113-134 GFLOP/s (docs/performance.md).
-BLOCKS = ((6, 4), (12, 2))
+BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: The packing pass's cost in the WTI model, as bytes moved at the device's bandwidth per
 #: byte packed x 8 (read and written once): chanvec_pack's blocked transpose runs at about
 #: 1 / PACK_BYTES_FACTOR of the bandwidth figure (fitted with direct.chanvec's constants,
@@ -37,8 +40,9 @@ PACK_BYTES_FACTOR = 4.0
 
 def block(problem) -> tuple[int, int] | None:
     """``(positions, vectors)`` of the register block for ``problem`` (:data:`BLOCKS`), or
-    None if no channel block divides K/G."""
-    kg = problem.k // problem.groups
+    None if no channel block divides K/G (C/G in backward data, whose outputs are dx's
+    channels)."""
+    kg = (problem.c if problem.direction == "bwd" else problem.k) // problem.groups
     return next(((pb, kv) for pb, kv in BLOCKS if kg % (16 * kv) == 0), None)
 
 
@@ -48,25 +52,47 @@ def decline_reason(problem, device) -> str:
     if kernel_family(device) != "cpu":
         return ("a CPU kernel (vectors of 16 output channels, one work-item per block): "
                 "the GPU solvers serve GPUs")
-    if p.direction == "bwd":
-        return "forward and backward weights only: the other solvers serve backward data"
+    if p.direction == "bwd" and (p.stride_h != 1 or p.stride_w != 1):
+        return ("backward data at stride 1 only (there it is the forward kernel on dy); "
+                "direct.tiled and the GEMM solvers serve strided backward data")
+    if p.direction == "bwd" and (p.pad_h > p.r - 1 or p.pad_w > p.s - 1):
+        return (f"backward data with padding {p.pad_h}x{p.pad_w} beyond the filter "
+                f"{p.r}x{p.s} (at most R-1 x S-1): direct.tiled serves it")
     if p.dilation_h != 1 or p.dilation_w != 1:
         return "no dilation (direct.tiled and gemm.im2col take dilated layers)"
     if p.is_depthwise:
         return "depthwise (groups = C): direct.depthwise serves it"
     if block(p) is None:
+        if p.direction == "bwd":
+            cg = p.c // p.groups
+            return (f"C/G = {cg} input channel{'s' if cg != 1 else ''} a group: backward "
+                    "data needs a multiple of 16 (dx's channels fill vectors of 16)")
         kg = p.k // p.groups
         return (f"K/G = {kg} output channel{'s' if kg != 1 else ''} a group: needs a "
-                "multiple of 32 (two vectors of 16)")
+                "multiple of 16 (vectors of 16)")
     if device.info.vector_width < 16:
         return ("needs 16-float vectors (AVX-512): on narrower ones its 24 accumulator "
                 f"vectors would spill (this device prefers {device.info.vector_width})")
     return ""
 
 
+def forward_view(problem):
+    """The forward problem that backward data at stride 1 is: dy (N x K x Ho x Wo)
+    convolved with the flipped, transposed filters (C output channels, K/G input channels
+    a group, R x S) at padding R-1-pad_h x S-1-pad_w gives dx (N x C x H x W), since
+    dx[c][h][w] = sum over k, r, s of dy[k][h + pad_h - r][w + pad_w - s] w[k][c][r][s].
+    ``problem`` itself in the other directions. Needs stride 1 and padding at most
+    R-1 x S-1 (:func:`decline_reason`)."""
+    p = problem
+    if p.direction != "bwd":
+        return p
+    return dataclasses.replace(p, c=p.k, h=p.ho, w=p.wo, k=p.c, pad_h=p.r - 1 - p.pad_h,
+                               pad_w=p.s - 1 - p.pad_w, direction="fwd")
+
+
 def workspace_bytes(problem) -> int:
-    """Bytes of the packed filters, K x C/G x R x S floats (forward), or of the packed dy,
-    N x K x Ho x Wo floats (backward weights)."""
+    """Bytes of the packed filters, K x C/G x R x S floats (forward and backward data), or
+    of the packed dy, N x K x Ho x Wo floats (backward weights)."""
     p = problem
     if p.direction == "wrw":
         return 4 * p.n * p.k * p.ho * p.wo
@@ -111,6 +137,8 @@ def plan(problem, efficiency: float) -> list[Launch]:
     opts = _options(pb, kv)
     if p.direction == "wrw":
         return _plan_wrw(p, pb, kv, opts, efficiency)
+    if p.direction == "bwd":
+        return _plan_bwd(p, pb, kv, opts, efficiency)
     crs = (p.c // p.groups) * p.r * p.s
     total = p.k * crs
     # arguments built only when the plan runs (ranking reads the costs alone)
@@ -121,6 +149,20 @@ def plan(problem, efficiency: float) -> list[Launch]:
     conv = KERNELS.launch("chanvec.cl", "chanvec_fwd", opts,
                           (-(-(p.n * p.ho * p.wo) // pb), p.k // (16 * kv)), (1, 1),
                           lambda: ("x", "ws", "y") + _sizes(p), flops=p.flops,
+                          efficiency=efficiency)
+    return [pack, conv]
+
+
+def _plan_bwd(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]:
+    f = forward_view(p)
+    q = (p.k // p.groups) * p.r * p.s
+    pack = KERNELS.launch("chanvec.cl", "chanvec_pack_bwd", opts, (-(-q // 16), p.c // 16),
+                          (1, 1), lambda: ("w", "ws", np.int32(p.c // p.groups),
+                                           np.int32(p.k // p.groups), np.int32(p.r * p.s)),
+                          bytes=int(PACK_BYTES_FACTOR * 8 * p.c * q))
+    conv = KERNELS.launch("chanvec.cl", "chanvec_fwd", opts,
+                          (-(-(f.n * f.ho * f.wo) // pb), f.k // (16 * kv)), (1, 1),
+                          lambda: ("y", "ws", "x") + _sizes(f), flops=p.flops,
                           efficiency=efficiency)
     return [pack, conv]
 

@@ -13,7 +13,9 @@
  *   wp[block][c/g][r][s][16*KV], each block's 16*KV output channels contiguous (K is a
  *   multiple of 16*KV); for backward weights dy[n][k][oh][ow] the same way, image by
  *   image: dyp[n][block][oh][ow][16*KV];
- * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW);
+ * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW); backward data at
+ *   stride 1 is chanvec_fwd on dy with the filters flipped and transposed
+ *   (chanvec_pack_bwd), written into dx;
  * - chanvec_wrw: backward weights, reading x and dyp and writing dw: a work-item
  *   computes 16*KV output channels x PB input channels of one filter tap (r, s),
  *   summing over every position (n, oh, ow) whose tap falls inside the picture;
@@ -76,6 +78,35 @@ void chanvec_pack(__global const float *restrict w, __global float *restrict wp,
         for (int j = 0; j < 16; ++j)
             col[j] = t[j][q];
         vstore16(vload16(0, col), 0, wp + ((long)b * CRS + q0 + q) * KB + jb);
+    }
+}
+
+/* Backward data at stride 1 runs chanvec_fwd on dy with these filters: the flipped,
+ * transposed w'[c][k/g][r][s] = w[g Kg + k/g][c - g Cg][R-1-r][S-1-s] (c's group g),
+ * packed as chanvec_pack packs w: wp[b][q][j] = w'[b KB + j][q], q = (k/g, r, s) of
+ * Kg R S. Same 16 x 16 work-items: 16 channels c x 16 indices q each (RS = R x S). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_pack_bwd(__global const float *restrict w, __global float *restrict wp,
+                      const int Cg, const int Kg, const int RS)
+{
+    const int q0 = get_global_id(0) * 16;
+    const int c0 = get_global_id(1) * 16;
+    const int b = c0 / KB, jb = c0 % KB;
+    const int Q = Kg * RS;
+    float t[16][16];
+    for (int j = 0; j < 16; ++j) {
+        const int g = (c0 + j) / Cg, cc = (c0 + j) % Cg;
+        for (int q = 0; q < 16; ++q) {
+            const int kk = (q0 + q) / RS, tap = (q0 + q) % RS;
+            t[j][q] = q0 + q < Q
+                ? w[((long)(g * Kg + kk) * Cg + cc) * RS + (RS - 1 - tap)] : 0.0f;
+        }
+    }
+    for (int q = 0; q < 16 && q0 + q < Q; ++q) {
+        float col[16];
+        for (int j = 0; j < 16; ++j)
+            col[j] = t[j][q];
+        vstore16(vload16(0, col), 0, wp + ((long)b * Q + q0 + q) * KB + jb);
     }
 }
 

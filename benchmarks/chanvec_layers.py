@@ -1,8 +1,9 @@
-"""direct.chanvec's backward weights (``chanvec_wrw`` in ``wticonv_direct/kernels/chanvec.cl``)
-against every other solver, layer by layer (issue 21; docs/performance.md, "channels in
-the lanes").
+"""direct.chanvec in one direction (backward weights by default: ``chanvec_wrw``; backward
+data: ``chanvec_fwd`` on dy; ``wticonv_direct/kernels/chanvec.cl``) against every other
+solver, layer by layer (issue 21; docs/performance.md, "channels in the lanes").
 
-    python benchmarks/chanvec_wrw.py [NETWORK] [-n 8] [--rounds 3] [--json F]
+    python benchmarks/chanvec_layers.py [NETWORK] [-n 8] [--direction wrw] [--rounds 3]
+        [--json F]
 
 Rounds are interleaved: per round and layer, ``wticonv.measuring.find.find`` times every
 installed solver but direct.naive (far slower; nothing is recorded). Each solver keeps its
@@ -10,8 +11,8 @@ best time over the rounds, since the 2-core machines here have slow spells of se
 The table gives per layer direct.chanvec's time, the best other solver's and their ratio
 (below 1: chanvec is faster), and the model's predicted time; then the geometric mean
 of the ratios and the network's summed time with and without chanvec. The layers are the
-network's backward-weights problems that direct.chanvec takes (K/G a multiple of 32, not
-depthwise, no dilation).
+network's problems of that direction that direct.chanvec takes (K/G a multiple of 32, in
+backward data C/G and stride 1; not depthwise, no dilation).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("-n", "--batch", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-i", "--iterations", type=int, default=3)
+    ap.add_argument("--direction", choices=("fwd", "bwd", "wrw"), default="wrw")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -45,12 +47,12 @@ def main(argv=None) -> int:
     dev = handle.device
     layers, seen = [], set()
     for layer in load_network(args.network, args.batch).layers:
-        p = layer.problem.with_direction("wrw")
+        p = layer.problem.with_direction(args.direction)
         if p.key not in seen and not chanvec_plan.decline_reason(p, dev):
             seen.add(p.key)
             layers.append((layer.name, p, layer.count))
     if not layers:
-        sys.exit(f"chanvec_wrw: direct.chanvec takes no backward-weights layer of "
+        sys.exit(f"chanvec_layers: direct.chanvec takes no {args.direction} layer of "
                  f"{args.network} on {dev.info.name}")
     best: dict = {}
     for rnd in range(args.rounds):
@@ -81,11 +83,12 @@ def main(argv=None) -> int:
               f"{mine / t:6.2f}")
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"geometric mean chanvec / best other over {len(ratios)} layers: {geo:.3f}; "
-          f"network wrw time {without:.1f} ms without chanvec, {with_cv:.1f} ms with it "
+          f"network {args.direction} time {without:.1f} ms without chanvec, {with_cv:.1f} ms with it "
           "(each layer's faster)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"network": args.network, "n": args.batch, "rounds": args.rounds,
+                       "direction": args.direction,
                        "device": dev.info.name, "layers": rows, "geomean": geo}, f, indent=1)
     return 0
 
