@@ -95,7 +95,7 @@ def problems() -> dict[str, Case]:
                                             groups=2), ("direct.depthwise",)),
         # GEMMs of 256 x 256 (forward: K x pixels) for the 128 x 128 SGEMM tiles.
         "1x1, 256 x 256": Case(P(1, 8, 16, 16, 256, 1, 1), ("gemm.1x1",)),
-        # direct.chanvec's two register blocks (K/G a multiple of 64, then of 32), with
+        # direct.chanvec's register blocks (K/G a multiple of 64, then of 32), with
         # padding, a stride and positions that cross images
         "chanvec 6 x 64, 3x3 s2 pad 1": Case(P(2, 3, 5, 4, 64, 3, 3, pad_h=1, pad_w=1,
                                                 stride_h=2, stride_w=2), ("direct.chanvec",)),
@@ -105,6 +105,10 @@ def problems() -> dict[str, Case]:
         # fewer channels than slots: chanvec_wrw_slots)
         "chanvec 8 channels, 3x3 pad 1": Case(P(1, 8, 4, 3, 64, 3, 3, pad_h=1, pad_w=1),
                                               ("direct.chanvec",)),
+        # the 12 x 16 block (groups of 16 channels) in every direction: backward data at
+        # stride 1 runs chanvec_fwd on dy with chanvec_pack_bwd's flipped filters
+        "chanvec 12 x 16, groups 2, all directions": Case(
+            P(1, 32, 3, 3, 32, 3, 3, pad_h=1, pad_w=1, groups=2), ("direct.chanvec",)),
     }
 
 

@@ -4,12 +4,12 @@ lanes, in every direction (backward data at stride 1).
 Applies on CPUs with 16-float vectors (AVX-512), no dilation, not depthwise: forward and
 backward weights at any filter, stride and padding, groups whose K/G is a multiple of 16
 (the register blocks, :data:`.chanvec_plan.BLOCKS`); backward data at stride 1 with
-padding at most R-1 x S-1 and C/G a multiple of 16, run as the forward kernel on dy with
-the filters flipped and transposed (:func:`.chanvec_plan.forward_view`). Dynamic: two builds per device
-at most (one per register block); every size is a kernel argument. Kernels:
-``kernels/chanvec.cl``; launches: :mod:`.chanvec_plan`. The workspace holds the packed
-filters, 4 K C/G R S bytes (forward and backward data), or the packed dy, 4 N K Ho Wo bytes (backward
-weights).
+padding at most R-1 x S-1 and C/G a multiple of 16, run as the forward kernel on dy
+with the filters flipped and transposed (:func:`.chanvec_plan.forward_view`). Dynamic:
+three builds per device at most (one per register block); every size is a kernel
+argument. Kernels: ``kernels/chanvec.cl``; launches: :mod:`.chanvec_plan`. The workspace
+holds the packed filters, 4 K C/G R S bytes (forward and backward data), or the packed
+dy, 4 N K Ho Wo bytes (backward weights).
 
 Where it pays: pictures of 7x7 to 14x14 and strided layers, where ``direct.tiled`` (output
 positions in the lanes) fills few lanes and the GEMMs' 392-column matrices run at
@@ -64,15 +64,18 @@ __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP
            "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "WRW_POINTWISE", "WRW_ITEM_OVERHEAD",
            "efficiency", "wrw_efficiency", "wrw_fill_used", "predicted_seconds"]
 
-#: Fraction of peak of a long reduction, per register block (positions, vectors).
-BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.6}
+#: Fraction of peak of a long reduction, per register block (positions, vectors). The
+#: 12 x 16 block's from the ratio to 6 x 64's in a fit to a fourth calibration
+#: (calibrate-chanvec-bwd-fit-cpu-zen4.csv: 0.72 against 0.88; backward data included).
+BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.72}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
 REDUCTION_HALF = 60
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
 TAP_OVERHEAD = 1
-#: Backward weights: fraction of peak of a long row, per register block.
-WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14, (12, 1): 0.8}
+#: Backward weights: fraction of peak of a long row, per register block; 12 x 16 as
+#: BLOCK_EFFICIENCY's (0.94 against 0.88 for 6 x 64 in that fit, so 1.07 x 0.96).
+WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14, (12, 1): 1.02}
 #: Backward weights: a row's set-up (its tap row test and pointers), in columns' time.
 WRW_ROW_OVERHEAD = 0
 #: Backward weights of 1x1 filters, relative to the others (fitted: 10 % faster).

@@ -5,7 +5,8 @@ Kept apart from the hook functions (chanvec.py). The launches are
 ``chanvec_pack`` (the filters into the workspace, each block of output channels
 contiguous) and ``chanvec_fwd`` (the convolution; a work-item per block of positions x
 output channels). Backward data at stride 1: ``chanvec_pack_bwd`` (the filters flipped
-and transposed) and ``chanvec_fwd`` on dy (:func:`forward_view`). Backward weights: ``chanvec_pack`` of dy (image by image, each block of
+and transposed) and ``chanvec_fwd`` on dy (:func:`forward_view`).
+Backward weights: ``chanvec_pack`` of dy (image by image, each block of
 output channels contiguous per position) and ``chanvec_wrw`` (a work-item per block of
 output channels x input channels of one filter tap; ``chanvec_wrw_slots`` for groups of
 fewer input channels than a block has slots, which fills them with several filter
@@ -27,9 +28,10 @@ __all__ = ["BLOCKS", "block", "decline_reason", "forward_view", "workspace_bytes
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
 #: block divides K/G: 6 x 64 channels (24 accumulator vectors of AVX-512's 32), else 12 x 32
-#: (24 too). Chosen by `benchmarks/chanvec_fwd.py` on a 2-core AMD EPYC (Zen 4, PoCL 3.1):
-#: on ResNet-50's 7x7 and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's
-#: groups of 32 channels 12 x 2 at 113-134 GFLOP/s (docs/performance.md).
+#: (24 too), else 12 x 16 (12: a vector per position; 24 x 16 was slower). Chosen by
+#: `benchmarks/chanvec_fwd.py` on a 2-core AMD EPYC (Zen 4, PoCL 3.1): on ResNet-50's 7x7
+#: and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's groups of 32 channels
+#: 12 x 2 at 113-134 GFLOP/s, of 16 channels 12 x 1 at 82-111 (docs/performance.md).
 BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: The packing pass's cost in the WTI model, as bytes moved at the device's bandwidth per
 #: byte packed x 8 (read and written once): chanvec_pack's blocked transpose runs at about
