@@ -151,3 +151,24 @@ def test_db_system_lists_alike_bad_records_once(handle, capsys, system):
     assert main(["db", "system"]) == 0
     out = capsys.readouterr().out
     assert f"{path}: 0 record(s)" in out and out.count("bad: ") == 1
+
+
+def test_db_system_warns_where_the_header_disagrees_with_the_records(handle, capsys, system):
+    """A header edited by hand: a devices entry that is no device key or pattern, and a
+    record's device the list leaves out. The records still serve; `db system` says so."""
+    from wticonv.cli import main
+
+    rec = cal("direct.naive", 2.0, device=handle.device.key)
+    header, line = format_db([rec])
+    bad_header = json.dumps(dict(json.loads(header), devices=["Portable|pthread-*"]))
+    path = system(lines=[bad_header, line], name="edited.jsonl")
+    assert main(["db", "system", "--json"]) == 0
+    (db,) = json.loads(capsys.readouterr().out)["databases"]
+    assert db["records"]["calibration"] == 1 and db["bad"] == 0
+    first, second = db["warnings"]
+    assert "1 entry that is no device key or pattern (\"Portable|pthread-*\"" in first
+    assert f"records name 1 device(s) that the header's devices list leaves out " \
+           f"({handle.device.key!r})" in second
+    assert main(["db", "system"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("warning: ") == 2 and f"warning: {path}: the header's" in out

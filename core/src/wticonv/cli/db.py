@@ -277,6 +277,7 @@ def system_command(as_json) -> int:
         system_databases,
         usable_records,
     )
+    from wticonv.db.transfer import header_warnings
     from wticonv.runtime.discovery import list_devices
 
     versions = {sid: e.version for sid, e in SolverRegistry().solvers.items()}
@@ -291,7 +292,8 @@ def system_command(as_json) -> int:
              "records": {k: sum(r.kind == k for r in d.records) for k in KINDS},
              "unusable": sum(not usable(r.solver, r.solver_version) for r in d.records),
              "devices": d.devices, "measured_on": d.header.get("measured_on", []),
-             "comment": d.header.get("comment", ""), "created": d.header.get("created", "")}
+             "comment": d.header.get("comment", ""), "created": d.header.get("created", ""),
+             "warnings": header_warnings(d)}
             for d in dbs.databases]
     store = Store()
     try:
@@ -339,6 +341,8 @@ def system_command(as_json) -> int:
         click.echo(f"  {r['name']}: {state}")
         for bad in r["bad_records"]:
             click.echo(f"    bad: {bad}")
+        for warning in r["warnings"]:
+            click.echo(f"    warning: {warning}")
         for dev in r["devices"]:
             click.echo(f"    for {dev}")
         if r["comment"]:

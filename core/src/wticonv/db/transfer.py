@@ -56,7 +56,7 @@ from wticonv.errors import DbFileError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "KINDS", "VALUE_FIELDS", "Record", "BadRecord",
            "DbFile", "check_record", "read_db", "format_db", "export_db", "import_db",
-           "is_pattern", "device_matches", "bad_report"]
+           "is_pattern", "device_matches", "bad_report", "header_warnings"]
 
 #: The format's name, the header's ``"format"``.
 FORMAT = "wticonv-db"
@@ -356,19 +356,35 @@ def bad_report(bad) -> list[str]:
             for where, error in group_bad(bad)]
 
 
-def _unlisted(db: DbFile) -> list[str]:
-    """A warning when the header's ``devices`` leaves out devices that records name (a
-    file edited by hand, or two files joined): the records count, the header is wrong."""
+def header_warnings(db) -> list[str]:
+    """Warnings where the header's ``devices`` list disagrees with the file (edited by
+    hand, or two files joined): an entry that is no device key or pattern (three
+    non-empty parts, platform|device name|driver version), and devices that records name
+    but the list leaves out. The records count either way; the header is wrong. ``db``:
+    anything with ``name``, ``header`` and ``records`` (a :class:`DbFile`, or a system
+    database, :class:`wticonv.db.system.SystemDb`)."""
     listed = db.header.get("devices")
     if not isinstance(listed, list):
         return []
-    missing = sorted({r.device for r in db.records} - set(listed))
-    if not missing:
-        return []
-    return [f"{db.name}: records name {len(missing)} device(s) that the header's devices "
-            f"list leaves out ({', '.join(repr(d) for d in missing[:3])}"
-            f"{', ...' if len(missing) > 3 else ''}): the records count; remake the file "
-            "with `wticonv db export` to mend the header"]
+    out = []
+    malformed = [d for d in listed
+                 if not isinstance(d, str) or len(d.split("|")) != 3
+                 or not all(p.strip() for p in d.split("|"))]
+    if malformed:
+        one = len(malformed) == 1
+        out.append(f"{db.name}: the header's devices list holds {len(malformed)} "
+                   f"{'entry that is' if one else 'entries that are'} no device key or pattern "
+                   f"({', '.join(json.dumps(d)[:80] for d in malformed[:3])}"
+                   f"{', ...' if len(malformed) > 3 else ''}; each needs three parts, "
+                   "platform|device name|driver version): remake the file with `wticonv "
+                   "db export` to mend the header")
+    missing = sorted({r.device for r in db.records} - {d for d in listed if isinstance(d, str)})
+    if missing:
+        out.append(f"{db.name}: records name {len(missing)} device(s) that the header's "
+                   f"devices list leaves out ({', '.join(repr(d) for d in missing[:3])}"
+                   f"{', ...' if len(missing) > 3 else ''}): the records count; remake the "
+                   "file with `wticonv db export` to mend the header")
+    return out
 
 
 def _halves(store, records) -> list[str]:
@@ -446,7 +462,7 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
                           f"{lines}\nfix or remove them, or {more}", db.name, db.bad,
                           len(keep), sorted({r.device for r in db.records
                                              if is_pattern(r.device)}))
-    warnings = _halves(store, keep) + _unlisted(db)
+    warnings = _halves(store, keep) + header_warnings(db)
     if not check and keep:
         store.load_records([r.as_tuple() for r in keep])
     return {"records": {k: sum(r.kind == k for r in keep) for k in KINDS},
