@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from wticonv import ConvProblem, Decline, reference, rms_range
+from wticonv.problem.tensors import OUTPUT_TENSOR
 from wticonv_direct import chanvec_plan
 from wticonv_direct.chanvec import (BLOCK_EFFICIENCY, REDUCTION_HALF, TAP_OVERHEAD, efficiency,
                                     predicted_seconds, solver)
@@ -37,6 +38,19 @@ CASES = {
 }
 
 
+def _check_against_the_reference(handle, p, seed):
+    """direct.chanvec's output for ``p`` on uniform random inputs (the two tensors its
+    direction reads) within the solver's tolerance of the float64 reference."""
+    rng = np.random.default_rng(seed)
+    shapes = {"x": p.x_shape, "w": p.w_shape, "y": p.y_shape}
+    inputs = {t: rng.uniform(-1, 1, shapes[t]).astype(np.float32)
+              for t in shapes if t != OUTPUT_TENSOR[p.direction]}
+    out = handle.compute(p, solver="direct.chanvec", **inputs)
+    ref = reference(p, **inputs)
+    assert out.shape == ref.shape == shapes[OUTPUT_TENSOR[p.direction]]
+    assert rms_range(out, ref) < solver.tolerance, f"{p.key}: {rms_range(out, ref)}"
+
+
 def _cpu16(handle):
     if handle.device.kind != "cpu" or handle.device.info.vector_width < 16:
         pytest.skip("direct.chanvec runs on CPUs with 16-float vectors")
@@ -46,13 +60,7 @@ def _cpu16(handle):
 def test_matches_the_reference(handle, name):
     _cpu16(handle)
     p = CASES[name]
-    rng = np.random.default_rng(3)
-    x = rng.uniform(-1, 1, p.x_shape).astype(np.float32)
-    w = rng.uniform(-1, 1, p.w_shape).astype(np.float32)
-    y = handle.compute(p, solver="direct.chanvec", x=x, w=w)
-    ref = reference(p, x=x, w=w)
-    assert y.shape == ref.shape
-    assert rms_range(y, ref) < solver.tolerance, f"{p.key}: {rms_range(y, ref)}"
+    _check_against_the_reference(handle, p, seed=3)
     kg = p.k // p.groups
     assert chanvec_plan.block(p) == ((6, 4) if kg % 64 == 0 else (12, 2) if kg % 32 == 0
                                      else (12, 1))
@@ -75,17 +83,10 @@ def test_backward_weights_match_the_reference(handle, name):
     """chanvec_wrw: every tap's valid columns, slots of several filter columns (the
     stem's 3 channels x 2), repeated slots, groups, strides, padding beyond the filter."""
     _cpu16(handle)
-    p = WRW_CASES[name].with_direction("wrw")
-    rng = np.random.default_rng(5)
-    x = rng.uniform(-1, 1, p.x_shape).astype(np.float32)
-    dy = rng.uniform(-1, 1, p.y_shape).astype(np.float32)
-    dw = handle.compute(p, solver="direct.chanvec", x=x, y=dy)
-    ref = reference(p, x=x, y=dy)
-    assert dw.shape == ref.shape == p.w_shape
-    assert rms_range(dw, ref) < solver.tolerance, f"{p.key}: {rms_range(dw, ref)}"
+    _check_against_the_reference(handle, WRW_CASES[name].with_direction("wrw"), seed=5)
 
 
-#: Backward data at stride 1 (C/G a multiple of 32): padding 0 to R-1, both blocks,
+#: Backward data at stride 1 (C/G a multiple of 16): padding 0 to R-1, the three blocks,
 #: groups, filters wider than the picture, positions crossing rows and images
 BWD_CASES = {
     "1x1, 7x7 picture (6 x 64 block)": P(2, 64, 7, 7, 96, 1, 1),
@@ -106,13 +107,7 @@ def test_backward_data_matches_the_reference(handle, name):
     """chanvec_pack_bwd's flipped, transposed filters and chanvec_fwd on dy."""
     _cpu16(handle)
     p = BWD_CASES[name].with_direction("bwd")
-    rng = np.random.default_rng(7)
-    w = rng.uniform(-1, 1, p.w_shape).astype(np.float32)
-    dy = rng.uniform(-1, 1, p.y_shape).astype(np.float32)
-    dx = handle.compute(p, solver="direct.chanvec", w=w, y=dy)
-    ref = reference(p, w=w, y=dy)
-    assert dx.shape == ref.shape == p.x_shape
-    assert rms_range(dx, ref) < solver.tolerance, f"{p.key}: {rms_range(dx, ref)}"
+    _check_against_the_reference(handle, p, seed=7)
     f = chanvec_plan.forward_view(p)
     assert (f.n, f.c, f.h, f.w, f.k, f.ho, f.wo) == (p.n, p.k, p.ho, p.wo, p.c, p.h, p.w)
 
