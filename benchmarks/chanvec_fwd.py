@@ -43,21 +43,21 @@ LAYERS = [
 ]
 
 
-def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int):
-    """(best ms, max relative error) of the kernel on problem ``p``; None if K/G is not a
-    multiple of 16*kv."""
+def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: str = ""):
+    """(best ms, max relative error) of the kernel on problem ``p`` (``extra``: more build
+    options); None if K/G is not a multiple of 16*kv."""
     import pyopencl as cl
 
     kg, cg = p.k // p.groups, p.c // p.groups
     kb = 16 * kv
     if kg % kb:
         return None
-    key = (pb, kv)
+    key = (pb, kv, extra)
     if key not in program_cache:
         from wticonv_direct.programs import KERNELS
 
         program_cache[key] = cl.Program(device.context, KERNELS.source("chanvec.cl")).build(
-            options=f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}")
+            options=f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} {extra}")
     prg = program_cache[key]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((p.n, p.c, p.h, p.w), dtype=np.float32)
@@ -98,7 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-i", "--iterations", type=int, default=5)
     ap.add_argument("--configs", default="6x4,12x2,24x1",
-                    help="comma-separated PBxKV (default 6x4,12x2,24x1)")
+                    help="comma-separated PBxKV, each optionally followed by :NAME=VALUE "
+                         "macros joined with + (6x4:CHANVEC_ROWS=0); default 6x4,12x2,24x1")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -109,7 +110,12 @@ def main(argv=None) -> int:
     from wticonv.runtime.device import select_device
 
     handle = wticonv.Handle(select_device(args.device))
-    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+    configs = []
+    for c in args.configs.split(","):
+        block, _, macros = c.partition(":")
+        pb, kv = (int(v) for v in block.split("x"))
+        extra = " ".join(f"-D{m}" for m in macros.split("+") if m)
+        configs.append((pb, kv, extra, c))
     best: dict = {}
     errors: dict = {}
     cache: dict = {}
@@ -120,11 +126,11 @@ def main(argv=None) -> int:
                           search=False):
                 if r.time_ms is not None:
                     best.setdefault((key, r.solver_id), []).append(r.time_ms)
-            for pb, kv in configs:
-                out = chanvec(handle.device, cache, p, pb, kv, args.iterations)
+            for pb, kv, extra, name in configs:
+                out = chanvec(handle.device, cache, p, pb, kv, args.iterations, extra)
                 if out is not None:
-                    best.setdefault((key, f"chanvec {pb}x{kv}"), []).append(out[0])
-                    errors[(key, pb, kv)] = out[1]
+                    best.setdefault((key, f"chanvec {name}"), []).append(out[0])
+                    errors[(key, pb, kv, extra)] = out[1]
         print(f"round {rnd + 1} of {args.rounds} done", file=sys.stderr)
     rows = []
     print(f"{handle.device.info.name}: best of {args.rounds} interleaved rounds, ms")
@@ -140,7 +146,9 @@ def main(argv=None) -> int:
         line = (f"{key:56} fastest solver {fastest} {ours.get(fastest, float('nan')):7.2f}"
                 + (f" | {top} {kern[top]:7.2f} ({gflops:.0f} GFLOP/s, "
                    f"{ours[fastest] / kern[top]:.2f}x) err {err:.1e}" if top and fastest
-                   else " | chanvec: K/G not a multiple of 16*KV"))
+                   else " | chanvec: K/G not a multiple of 16*KV")
+                + ("".join(f"\n    {name}: {t:.2f}" for name, t in sorted(kern.items()))
+                   if len(kern) > 1 else ""))
         print(line)
         rows.append({"problem": key, "solvers": ours, "chanvec": kern, "max_rel_err": err})
     if args.json:

@@ -36,6 +36,11 @@
 #define CHANVEC_KV 4    /* vectors of 16 output channels per work-item (K/G a multiple of
                            16 * CHANVEC_KV) */
 #endif
+#ifndef CHANVEC_ROWS
+#define CHANVEC_ROWS 1  /* 1: a filter row whose taps are all inside the picture for every
+                           position of the block runs as one loop over (c, s), its offsets
+                           found once; 0: every tap finds its own */
+#endif
 #define PB CHANVEC_PB
 #define KV CHANVEC_KV
 #define KB (16 * KV)
@@ -136,6 +141,35 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
             acc[v][i] = (float16)0.0f;
     const __global float *w = wp + (long)kb * Cg * R * S * KB;
     for (int r = 0; r < R; ++r) {
+#if CHANVEC_ROWS
+        /* Where the whole filter row r is inside the picture for every position, the
+         * row's offsets are found once and its taps run with no test: a loop over (c, s)
+         * (a 3-channel stem's 7 taps a row run as 21 steps instead of 7 set-ups of 3) */
+        long roff[PB];
+        bool full = true;
+        for (int i = 0; i < PB; ++i) {
+            const int ih = ih0[i] + r;
+            roff[i] = base[i] + (long)ih * W + iw0[i];
+            full = full && ih >= 0 && ih < H && iw0[i] >= 0 && iw0[i] + S <= W;
+        }
+        if (full) {
+            for (int c = 0; c < Cg; ++c) {
+                const __global float *xc = x + (long)c * HW;
+                const __global float *wc = w + ((long)c * R + r) * S * KB;
+                for (int s = 0; s < S; ++s) {
+                    float16 wv[KV];
+                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                        wv[v] = vload16(v, wc + s * KB);
+                    _Pragma("unroll") for (int i = 0; i < PB; ++i) {
+                        const float16 xv = (float16)(xc[roff[i] + s]);
+                        _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                            acc[v][i] = fma(xv, wv[v], acc[v][i]);
+                    }
+                }
+            }
+            continue;
+        }
+#endif
         for (int s = 0; s < S; ++s) {
             long off[PB];
             bool all = true;
