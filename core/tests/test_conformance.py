@@ -26,9 +26,10 @@ def test_built_in_solvers_conform(solver_id, check, wticonv_handle):
     check(wticonv_handle)
 
 
-#: Problems direct.chanvec accepts (K/G a multiple of 32), at the edges the kit's default
-#: corpus covers for the other solvers: padding beyond the filter, stride beyond it, 1x1
-#: and 1xW pictures, positions across images, groups of 32, both register blocks.
+#: Problems direct.chanvec accepts (K/G a multiple of 16; in backward data C/G, at stride
+#: 1), at the edges the kit's default corpus covers for the other solvers: padding beyond
+#: the filter, stride beyond it, 1x1 and 1xW pictures, positions across images, groups of
+#: 32, the three register blocks.
 CHANVEC_CORPUS = [
     P(2, 3, 4, 5, 64, 2, 2, pad_h=3, pad_w=4),
     P(3, 5, 11, 13, 32, 2, 3, stride_h=5, stride_w=4),
@@ -37,11 +38,12 @@ CHANVEC_CORPUS = [
     P(2, 64, 9, 7, 64, 3, 3, pad_h=1, pad_w=1, groups=2),
     P(1, 1, 23, 29, 32, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
     P(3, 300, 3, 3, 128, 3, 3, pad_h=1, pad_w=1),
+    P(2, 32, 6, 5, 48, 3, 3),
 ]
 
 
 def test_chanvec_conforms_on_problems_it_accepts(wticonv_handle):
-    """The default corpus has few problems with K/G a multiple of 32: the kit is run on
+    """The default corpus has few problems with K/G a multiple of 16: the kit is run on
     direct.chanvec with its own corpus, every check covering every problem."""
     dev = wticonv_handle.device
     if dev.kind != "cpu" or dev.info.vector_width < 16:
@@ -52,8 +54,11 @@ def test_chanvec_conforms_on_problems_it_accepts(wticonv_handle):
     reference = next(r for r in report.results if r.check == "reference")
     assert reference.covered >= len(CHANVEC_CORPUS)        # every problem, forward
     assert report.notes == []
-    # the default corpus holds few problems it accepts: the report says passing means little
-    thin = check_solver("direct.chanvec", wticonv_handle, checks=["reference"], examples=1)
+    # a corpus it mostly declines (K/G = 8, 24; C = 3 in backward data): the report says
+    # that passing means little
+    thin = check_solver("direct.chanvec", wticonv_handle, checks=["reference"], examples=1,
+                        corpus=[P(1, 3, 5, 5, 8, 3, 3), P(1, 8, 4, 4, 24, 1, 1),
+                                P(2, 3, 4, 5, 64, 2, 2, pad_h=3, pad_w=4)])
     assert thin.ok and thin.results[0].covered < 5
     assert f"ran on {thin.results[0].covered} problem(s) only" in thin.notes[0]
     assert "note: the reference check ran on" in str(thin)

@@ -242,3 +242,45 @@ def test_cli_check_warns_of_records_whose_device_the_header_leaves_out(cache, tm
     assert rc == 0 and out.startswith("checked ")
     assert f"records name 1 device(s) that the header's devices list leaves out ({CPU!r})" \
         in flat
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"devices": "one|device|1"}, 'has devices "one|device|1", not a list'),
+    ({"devices": None}, "has devices null, not a list"),
+    ({"devices": [CPU, CPU]}, f"names {CPU!r} twice"),
+    ({"devices": [CPU, "NVIDIA CUDA|NVIDIA H200|580.1"]},
+     "names 1 device(s) that no good record is for ('NVIDIA CUDA|NVIDIA H200|580.1')"),
+    ({"measured_on": "abc"}, 'the header\'s measured_on is "abc", not a list of device keys'),
+    ({"comment": 123}, "the header's comment is 123, not text"),
+])
+def test_cli_check_warns_where_the_header_disagrees(cache, tmp_path, capsys, edit, words):
+    """A header edited by hand: the records still count; --check says what is wrong."""
+    path = tmp_path / "db.jsonl"
+    assert run(capsys, "db", "export", str(path), "--device", CPU, "--kind",
+               "calibration")[0] == 0
+    lines = path.read_text().splitlines()
+    header = dict(json.loads(lines[0]), **edit)
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    rc, out, err = run(capsys, "db", "import", str(path), "--check")
+    flat = " ".join(err.split())
+    assert rc == 0 and out.startswith("checked ") and words in flat, flat
+    assert "remake the file with `wticonv db export` to mend the header" in flat
+
+
+def test_cli_check_shows_header_warnings_beside_bad_records(cache, tmp_path, capsys):
+    """A file with bad records and a header that leaves out a device: both are reported
+    at once, not the header only once the records are mended."""
+    path = tmp_path / "db.jsonl"
+    assert run(capsys, "db", "export", str(path), "--device", CPU, "--kind",
+               "calibration")[0] == 0
+    lines = path.read_text().splitlines()
+    header = dict(json.loads(lines[0]), devices=["NVIDIA CUDA|NVIDIA H200|580.1"])
+    bad = dict(json.loads(lines[1]), values={"factor": 1e300, "probes": 3})
+    path.write_text("\n".join([json.dumps(header), *lines[1:], json.dumps(bad)]) + "\n")
+    rc, out, err = run(capsys, "db", "import", str(path), "--check")
+    flat = " ".join(err.split())
+    assert rc == 2
+    assert "values.factor = 1e+300 is no plausible calibration factor" in flat
+    assert "warning:" in flat and "that the header's devices list leaves out" in flat
+    rc, out, _ = run(capsys, "db", "import", str(path), "--check", "--json")
+    assert rc == 2 and any("leaves out" in w for w in json.loads(out)["warnings"])

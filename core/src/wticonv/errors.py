@@ -99,13 +99,17 @@ class DbFileError(WticonvError, ValueError):
     patterns : list of str
         The device patterns the file's readable records name (a system database's, checked
         with ``--check``); empty for a file of device keys.
+    warnings : list of str
+        Where the file's header disagrees with it
+        (:func:`wticonv.db.transfer.header_warnings`).
     """
 
     def __init__(self, message: str = "", path: str = "", bad=(), good: int = 0,
-                 patterns=()) -> None:
+                 patterns=(), warnings=()) -> None:
         super().__init__(message)
         self.path = path
         self.bad = list(bad)
+        self.warnings = list(warnings)
         self.good = good
         self.patterns = list(patterns)
 

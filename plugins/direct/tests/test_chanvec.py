@@ -170,6 +170,11 @@ def _device(kind="cpu", vector_width=16):
     (P(1, 64, 7, 7, 64, 3, 3, direction="bwd", pad_h=3, pad_w=3), _device(),
      "padding 3x3 beyond the filter"),
     (P(1, 40, 7, 7, 64, 3, 3, direction="bwd"), _device(), "C/G = 40 input channels"),
+    # depthwise and dilation are named before the backward-data limits they also break
+    (P(1, 16, 8, 8, 16, 3, 3, pad_h=3, pad_w=3, groups=16, direction="bwd"), _device(),
+     "direct.depthwise serves it"),
+    (P(1, 16, 8, 8, 16, 3, 3, pad_h=3, pad_w=3, dilation_h=2, dilation_w=2,
+       direction="bwd"), _device(), "no dilation"),
     (P(1, 8, 7, 7, 40, 3, 3), _device(), "multiple of 16"),
     (P(1, 64, 7, 7, 64, 3, 3, groups=8), _device(), "K/G = 8"),
     (P(1, 8, 9, 9, 64, 3, 3, dilation_h=2, dilation_w=2), _device(), "no dilation"),

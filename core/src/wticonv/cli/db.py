@@ -212,7 +212,7 @@ def _refused(e: DbFileError, as_json: bool, check: bool = False) -> int:
 
     if as_json:
         _emit_json({"file": e.path, "written": False, "good": e.good,
-                    "patterns": e.patterns,
+                    "patterns": e.patterns, "warnings": e.warnings,
                     "bad": [{"line": b.line, "error": b.error} for b in e.bad],
                     "error": str(e).splitlines()[0]})
         return 2
@@ -222,6 +222,8 @@ def _refused(e: DbFileError, as_json: bool, check: bool = False) -> int:
     for where, error in group_bad(e.bad):
         print(f"wticonv: error: {e.path}:{where}: {error}" if where else
               f"wticonv: error: {error}", file=sys.stderr)
+    for warning in e.warnings:
+        print(f"wticonv: warning: {warning}", file=sys.stderr)
     if e.patterns:          # a system database, checked (--check): never imported
         print(f"wticonv: error: {len(e.bad)} bad record(s) in {e.path}, a system database "
               f"(devices by pattern: {', '.join(repr(p) for p in e.patterns)}): fix or "
@@ -333,7 +335,7 @@ def system_command(as_json) -> int:
         total, unusable = sum(r["records"].values()), r["unusable"]
         state = (f"cannot be used: {r['error']}" if r["error"] else
                  f"{total} record(s) ({_counts(r['records'])})"
-                 + (f", {r['bad']} bad ones ignored" if r["bad"] else "")
+                 + (f", {r['bad']} bad one(s) ignored" if r["bad"] else "")
                  + ("; none of them usable here (all of other solver versions, or of "
                     "solvers not installed)" if unusable and unusable == total else
                     f"; {unusable} of them not usable here (other solver versions, or "

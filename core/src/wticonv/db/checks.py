@@ -228,6 +228,12 @@ def _count(v, what: str, least: int) -> int:
     return v
 
 
+#: The calibration factors a record may hold: a model off by a million either way is not
+#: one to correct but a damaged file (the median factors of every calibration measured lie
+#: between 0.3 and 3: docs/wti-models.md, benchmarks/results/calibrate-*.txt).
+FACTOR_RANGE = (1e-6, 1e6)
+
+
 def _values(kind: str, v) -> dict:
     """The checked ``values`` of a ``kind`` record (numbers as the store keeps them)."""
     if not isinstance(v, dict):
@@ -253,8 +259,13 @@ def _values(kind: str, v) -> dict:
                 "time_ms": _number(v["time_ms"], "time_ms", True),
                 "default_ms": _number(v["default_ms"], "default_ms", True)}
     if kind == "calibration":
-        return {"factor": _number(v["factor"], "factor", True),
-                "probes": _count(v["probes"], "probes", 0)}
+        factor = _number(v["factor"], "factor", True)
+        if not FACTOR_RANGE[0] <= factor <= FACTOR_RANGE[1]:
+            raise BadInput(f"values.factor = {factor:g} is no plausible calibration factor "
+                           f"(a median of predicted / measured time, {FACTOR_RANGE[0]:g} to "
+                           f"{FACTOR_RANGE[1]:g}; calibrations measured 0.3-3): a damaged "
+                           "file? export it again")
+        return {"factor": factor, "probes": _count(v["probes"], "probes", 0)}
     names = v["features"]
     if not (isinstance(names, list) and names and all(isinstance(n, str) and n
                                                       for n in names)):

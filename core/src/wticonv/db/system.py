@@ -301,9 +301,11 @@ def load_system_databases(env: str | None = None) -> SystemDatabases:
                           f"`{ENV}=` turns system databases off)", stacklevel=4)
         elif db.bad:
             more = "; `wticonv db system` lists them" if len(db.bad) > 1 else ""
+            used = (f"its {len(db.records)} good one(s) are used" if db.records else
+                    "it has no good record, so it serves nothing")
             warnings.warn(f"wticonv: the system database {db.name} has {len(db.bad)} bad "
-                          f"record(s), ignored (first: {db.bad[0]}{more}); its "
-                          f"{len(db.records)} good one(s) are used ({mend})", stacklevel=4)
+                          f"record(s), ignored (first: {db.bad[0]}{more}); {used} ({mend})",
+                          stacklevel=4)
     return SystemDatabases(dbs)
 
 

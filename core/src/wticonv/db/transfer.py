@@ -357,16 +357,28 @@ def bad_report(bad) -> list[str]:
 
 
 def header_warnings(db) -> list[str]:
-    """Warnings where the header's ``devices`` list disagrees with the file (edited by
-    hand, or two files joined): an entry that is no device key or pattern (three
-    non-empty parts, platform|device name|driver version), and devices that records name
-    but the list leaves out. The records count either way; the header is wrong. ``db``:
-    anything with ``name``, ``header`` and ``records`` (a :class:`DbFile`, or a system
-    database, :class:`wticonv.db.system.SystemDb`)."""
-    listed = db.header.get("devices")
-    if not isinstance(listed, list):
-        return []
+    """Warnings where the header disagrees with the format or the file (edited by hand, or
+    two files joined): a ``devices`` that is not a list (a header may leave it out), an
+    entry of it that is no device key or pattern (three non-empty parts, platform|device
+    name|driver version) or comes twice, devices that records name but the list leaves
+    out or that it names and no record does, a ``measured_on`` that is not a list or a
+    ``comment`` that is not text. The records count either way; the header is wrong.
+    ``db``: anything with ``name``, ``header`` and ``records`` (a :class:`DbFile`, or a
+    system database, :class:`wticonv.db.system.SystemDb`). Remade by `wticonv db export`,
+    the header is right."""
+    mend = "remake the file with `wticonv db export` to mend the header"
     out = []
+    for field, kind, ok in (("measured_on", "a list of device keys", list),
+                            ("comment", "text", str)):
+        if field in db.header and not isinstance(db.header[field], ok):
+            out.append(f"{db.name}: the header's {field} is "
+                       f"{json.dumps(db.header[field])[:60]}, not {kind}: {mend}")
+    if "devices" not in db.header:      # a hand-written file may leave the list out
+        return out
+    listed = db.header["devices"]
+    if not isinstance(listed, list):
+        return [f"{db.name}: the header has devices {json.dumps(listed)[:60]}, not a list "
+                f"(the device keys or patterns of its records, sorted): {mend}"] + out
     malformed = [d for d in listed
                  if not isinstance(d, str) or len(d.split("|")) != 3
                  or not all(p.strip() for p in d.split("|"))]
@@ -376,15 +388,26 @@ def header_warnings(db) -> list[str]:
                    f"{'entry that is' if one else 'entries that are'} no device key or pattern "
                    f"({', '.join(json.dumps(d)[:80] for d in malformed[:3])}"
                    f"{', ...' if len(malformed) > 3 else ''}; each needs three parts, "
-                   "platform|device name|driver version): remake the file with `wticonv "
-                   "db export` to mend the header")
-    missing = sorted({r.device for r in db.records} - {d for d in listed if isinstance(d, str)})
+                   f"platform|device name|driver version): {mend}")
+    strings = [d for d in listed if isinstance(d, str)]
+    twice = sorted({d for d in strings if strings.count(d) > 1})
+    if twice:
+        out.append(f"{db.name}: the header's devices list names {_few(twice)} twice: {mend}")
+    named = {r.device for r in db.records}
+    missing = sorted(named - set(strings))
     if missing:
         out.append(f"{db.name}: records name {len(missing)} device(s) that the header's "
-                   f"devices list leaves out ({', '.join(repr(d) for d in missing[:3])}"
-                   f"{', ...' if len(missing) > 3 else ''}): the records count; remake the "
-                   "file with `wticonv db export` to mend the header")
+                   f"devices list leaves out ({_few(missing)}): the records count; {mend}")
+    extra = sorted(set(strings) - named - {d for d in malformed if isinstance(d, str)})
+    if extra and db.records and not getattr(db, "skipped", 0):   # not cut by a device filter
+        out.append(f"{db.name}: the header's devices list names {len(extra)} device(s) "
+                   f"that no good record is for ({_few(extra)}): {mend}")
     return out
+
+
+def _few(items: list[str]) -> str:
+    """Up to three of ``items``, quoted, then "..." if there are more."""
+    return ", ".join(repr(d) for d in items[:3]) + (", ..." if len(items) > 3 else "")
 
 
 def _halves(store, records) -> list[str]:
@@ -461,7 +484,8 @@ def import_db(store, source, versions: Mapping[str, str] | None = None,
         raise DbFileError(f"{db.name}: {len(db.bad)} bad record(s), nothing imported:\n"
                           f"{lines}\nfix or remove them, or {more}", db.name, db.bad,
                           len(keep), sorted({r.device for r in db.records
-                                             if is_pattern(r.device)}))
+                                             if is_pattern(r.device)}),
+                          header_warnings(db))
     warnings = _halves(store, keep) + header_warnings(db)
     if not check and keep:
         store.load_records([r.as_tuple() for r in keep])

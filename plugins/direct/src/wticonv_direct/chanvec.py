@@ -140,7 +140,7 @@ class ChanvecSolver:
 
     solver_id = "direct.chanvec"
     scope = ("CPUs with 16-float vectors; fwd and wrw: K/G a multiple of 16; bwd: stride 1, "
-             "C/G a multiple of 16; no dilation, not depthwise")
+             "padding at most R-1 x S-1, C/G a multiple of 16; no dilation, not depthwise")
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference (fp32 accumulation along C/G x R x S)
     tolerance = 1e-5

@@ -54,16 +54,16 @@ def decline_reason(problem, device) -> str:
     if kernel_family(device) != "cpu":
         return ("a CPU kernel (vectors of 16 output channels, one work-item per block): "
                 "the GPU solvers serve GPUs")
-    if p.direction == "bwd" and (p.stride_h != 1 or p.stride_w != 1):
-        return ("backward data at stride 1 only (there it is the forward kernel on dy); "
-                "direct.tiled and the GEMM solvers serve strided backward data")
-    if p.direction == "bwd" and (p.pad_h > p.r - 1 or p.pad_w > p.s - 1):
-        return (f"backward data with padding {p.pad_h}x{p.pad_w} beyond the filter "
-                f"{p.r}x{p.s} (at most R-1 x S-1): direct.tiled serves it")
     if p.dilation_h != 1 or p.dilation_w != 1:
         return "no dilation (direct.tiled and gemm.im2col take dilated layers)"
     if p.is_depthwise:
         return "depthwise (groups = C): direct.depthwise serves it"
+    if p.direction == "bwd" and (p.stride_h != 1 or p.stride_w != 1):
+        return ("backward data at stride 1 only (there it is the forward kernel on dy); "
+                "the other solvers serve strided backward data")
+    if p.direction == "bwd" and (p.pad_h > p.r - 1 or p.pad_w > p.s - 1):
+        return (f"backward data with padding {p.pad_h}x{p.pad_w} beyond the filter "
+                f"{p.r}x{p.s} (at most R-1 x S-1); the other solvers serve it")
     if block(p) is None:
         if p.direction == "bwd":
             cg = p.c // p.groups

@@ -89,7 +89,8 @@ void chanvec_pack(__global const float *restrict w, __global float *restrict wp,
 /* Backward data at stride 1 runs chanvec_fwd on dy with these filters: the flipped,
  * transposed w'[c][k/g][r][s] = w[g Kg + k/g][c - g Cg][R-1-r][S-1-s] (c's group g),
  * packed as chanvec_pack packs w: wp[b][q][j] = w'[b KB + j][q], q = (k/g, r, s) of
- * Kg R S. Same 16 x 16 work-items: 16 channels c x 16 indices q each (RS = R x S). */
+ * Kg R S. Same 16 x 16 work-items as chanvec_pack: 16 channels c x 16 indices q each
+ * (RS = R x S). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void chanvec_pack_bwd(__global const float *restrict w, __global float *restrict wp,
                       const int Cg, const int Kg, const int RS)
@@ -98,20 +99,22 @@ void chanvec_pack_bwd(__global const float *restrict w, __global float *restrict
     const int c0 = get_global_id(1) * 16;
     const int b = c0 / KB, jb = c0 % KB;
     const int Q = Kg * RS;
-    float t[16][16];
-    for (int j = 0; j < 16; ++j) {
-        const int g = (c0 + j) / Cg, cc = (c0 + j) % Cg;
-        for (int q = 0; q < 16; ++q) {
-            const int kk = (q0 + q) / RS, tap = (q0 + q) % RS;
-            t[j][q] = q0 + q < Q
-                ? w[((long)(g * Kg + kk) * Cg + cc) * RS + (RS - 1 - tap)] : 0.0f;
-        }
-    }
-    for (int q = 0; q < 16 && q0 + q < Q; ++q) {
+    /* the block's 16 channels lie in one group (Cg is a multiple of 16):
+     * w'[c0 + j][q] = w0[kk Cg RS - tap + j RS] with q = kk RS + tap; a work-item writes
+     * its 16 indices q as vectors of the 16 channels (reads RS floats apart) */
+    const int g = c0 / Cg;
+    const __global float *w0 = w + ((long)g * Kg * Cg + c0 % Cg) * RS + RS - 1;
+    int kk = q0 / RS, tap = q0 % RS;        /* stepped below without a division */
+    for (int q = q0; q < min(q0 + 16, Q); ++q) {
+        const __global float *src = w0 + (long)kk * Cg * RS - tap;
         float col[16];
         for (int j = 0; j < 16; ++j)
-            col[j] = t[j][q];
-        vstore16(vload16(0, col), 0, wp + ((long)b * Q + q0 + q) * KB + jb);
+            col[j] = src[(long)j * RS];
+        vstore16(vload16(0, col), 0, wp + ((long)b * Q + q) * KB + jb);
+        if (++tap == RS) {
+            tap = 0;
+            ++kk;
+        }
     }
 }
 
