@@ -25,6 +25,7 @@ uninitialized memory), to show that Oclgrind's reports reach the caller.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
@@ -61,10 +62,31 @@ VARIANTS = {
 class Case:
     """A forward problem, run in every direction; ``only``: the solvers that run it (a
     shape that reaches one plan branch but would cost every solver minutes). A case that
-    a variant names in its ``cases`` runs on that variant alone."""
+    a variant names in its ``cases`` runs on that variant alone. ``settings``: ``(module,
+    name, value)`` module constants set while the case runs (a plan branch that real
+    sizes reach only on problems far too big to simulate); its problem must be its own
+    (a handle keeps each problem's plan)."""
 
     problem: object
     only: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str, object], ...] = ()
+
+
+@contextlib.contextmanager
+def _settings(settings):
+    """``settings`` (see :class:`Case`) set, then put back."""
+    import importlib
+
+    old = []
+    try:
+        for module, name, value in settings:
+            mod = importlib.import_module(module)
+            old.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, value)
+        yield
+    finally:
+        for mod, name, value in reversed(old):
+            setattr(mod, name, value)
 
 
 def problems() -> dict[str, Case]:
@@ -109,6 +131,16 @@ def problems() -> dict[str, Case]:
         # stride 1 runs chanvec_fwd on dy with chanvec_pack_bwd's flipped filters
         "chanvec 12 x 16, groups 2, all directions": Case(
             P(1, 32, 3, 3, 32, 3, 3, pad_h=1, pad_w=1, groups=2), ("direct.chanvec",)),
+        # backward weights in chunks of rows (each row a chunk: 3 x 4 partial dws, then
+        # chanvec_wrw_sum), by both kernels (3 channels: the slots kernel; 8: the plain)
+        "chanvec wrw in chunks of rows": Case(
+            P(3, 3, 7, 5, 64, 3, 3, pad_h=1, pad_w=1, stride_h=2), ("direct.chanvec",),
+            settings=(("wticonv_direct.chanvec_plan", "WRW_CHUNK_ABOVE_BYTES", 0),
+                      ("wticonv_direct.chanvec_plan", "WRW_CHUNK_BYTES", 1))),
+        "chanvec wrw in chunks of rows, 8 channels": Case(
+            P(2, 8, 5, 4, 64, 3, 3, pad_h=1, pad_w=1), ("direct.chanvec",),
+            settings=(("wticonv_direct.chanvec_plan", "WRW_CHUNK_ABOVE_BYTES", 0),
+                      ("wticonv_direct.chanvec_plan", "WRW_CHUNK_BYTES", 1))),
     }
 
 
@@ -269,32 +301,44 @@ def run_variant(name: str, found, store, recorder, solvers, quick=False, log=sys
     runs, accepts = [], {}
     rng = np.random.default_rng(0)
     for sid in solvers:
-        mine = [(label, c.problem) for label, c in cases.items() if not c.only or sid in c.only]
+        mine = [(label, c.problem, c.settings) for label, c in cases.items()
+                if not c.only or sid in c.only]
         if not mine:
             continue
-        every = [p for _, p in mine] + ([] if "cases" in v else default_corpus())
+        every = [p for _, p, _ in mine] + ([] if "cases" in v else default_corpus())
         accepts[sid] = [d for d in DIRECTIONS
                         if any(_accepts(handle, sid, p.with_direction(d)) for p in every)]
         tried: dict[str, set] = {d: set() for d in DIRECTIONS}
-        for label, p0 in mine:
-            for d in DIRECTIONS:
-                p = p0.with_direction(d)
-                if (quick and tried[d]) or not _accepts(handle, sid, p):
-                    continue
-                configs = [None]
-                if handle.registry.get(sid).tunable and not quick:
-                    configs += [c for c in handle.registry.call(
-                        sid, "perf_configs", problem=p, device=handle.device,
-                        workspace_limit=None) if c not in tried[d]]
-                tried[d].update(configs)
-                data = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in
-                        (("x", p.x_shape), ("w", p.w_shape), ("y", p.y_shape))}
-                for cfg in configs:
-                    run = _one(handle, sid, p, cfg, data, recorder)
-                    runs.append({"variant": name, "problem": label, **run})
-                    print(f"{name} {sid} {d} {label} {cfg or ''}: {run['seconds']} s "
-                          f"{'ok' if run['ok'] else 'FAILED'}", file=log, flush=True)
+        for label, p0, settings in mine:
+            with _settings(settings):
+                runs += _directions(handle, name, sid, label, p0, quick, tried, rng,
+                                    recorder, log)
     return runs, accepts
+
+
+def _directions(handle, name, sid, label, p0, quick, tried, rng, recorder, log) -> list:
+    """``sid`` on ``p0`` in every direction it accepts (see :func:`run_variant`)."""
+    from wticonv import DIRECTIONS
+
+    runs = []
+    for d in DIRECTIONS:
+        p = p0.with_direction(d)
+        if (quick and tried[d]) or not _accepts(handle, sid, p):
+            continue
+        configs = [None]
+        if handle.registry.get(sid).tunable and not quick:
+            configs += [c for c in handle.registry.call(
+                sid, "perf_configs", problem=p, device=handle.device,
+                workspace_limit=None) if c not in tried[d]]
+        tried[d].update(configs)
+        data = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in
+                (("x", p.x_shape), ("w", p.w_shape), ("y", p.y_shape))}
+        for cfg in configs:
+            run = _one(handle, sid, p, cfg, data, recorder)
+            runs.append({"variant": name, "problem": label, **run})
+            print(f"{name} {sid} {d} {label} {cfg or ''}: {run['seconds']} s "
+                  f"{'ok' if run['ok'] else 'FAILED'}", file=log, flush=True)
+    return runs
 
 
 def selftest(found) -> None:

@@ -5,6 +5,7 @@ declines; the WTI model's figures."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -127,6 +128,28 @@ def test_backward_data_spreads_inf_only_through_real_taps(handle):
     assert np.all(dx[0, :, 2:, :2] == 16.0 * np.array([[6, 9], [6, 9], [4, 6]]))
 
 
+@pytest.mark.parametrize("name", ["7x7 stem, stride 2, 3 channels", "1x1 picture",
+                                  "groups of 32 channels (12 x 32 block)",
+                                  "2 channels, 3x5 pad 4: 3 columns a block"])
+def test_backward_weights_in_chunks_of_rows_match_the_reference(handle, name, monkeypatch):
+    """Chunks of rows (forced here on small problems), uneven ones included: each chunk's
+    partial dw, then chanvec_wrw_sum; both kernels."""
+    _cpu16(handle)
+    monkeypatch.setattr(chanvec_plan, "WRW_CHUNK_ABOVE_BYTES", 0)
+    monkeypatch.setattr(chanvec_plan, "WRW_CHUNK_BYTES", 1)     # a row a chunk, at most
+    # batch sizes no other test uses: the handle keeps each problem's plan and workspace
+    p = dataclasses.replace(WRW_CASES[name], n=WRW_CASES[name].n + 7, direction="wrw")
+    chunks, rows = chanvec_plan.wrw_chunks(p)
+    assert chunks == p.n * p.ho > 1 and rows == 1
+    _check_against_the_reference(handle, p, seed=11)
+    p = dataclasses.replace(p, n=p.n + 1)
+    row_bytes = 4 * 16 * chanvec_plan.block(p)[1] * p.wo
+    monkeypatch.setattr(chanvec_plan, "WRW_CHUNK_BYTES", 3 * row_bytes)     # 3 rows a chunk
+    chunks, rows = chanvec_plan.wrw_chunks(p)
+    assert rows == 3 and chunks == -(-p.n * p.ho // 3)
+    _check_against_the_reference(handle, p, seed=12)
+
+
 def test_backward_weights_leave_padding_taps_out(handle):
     """A padding tap contributes an exact zero: an Inf in dy reaches only the weights
     whose tap sees real input at that position."""
@@ -232,9 +255,16 @@ def test_backward_weights_model_figures():
     long_rows = P(64, 1024, 56, 56, 1024, 1, 1, groups=32, direction="wrw")
     assert wrw_efficiency(long_rows, 2) == 1.0
     assert 0 < solver.get_wti(long_rows, dev) <= 1.0
-    # the workspace holds dy packed: N x K x Ho x Wo floats
-    assert solver.workspace_size(stem, dev) == 4 * 8 * 64 * 112 * 112
+    # the workspace holds dy packed, N x K x Ho x Wo floats, and the stem's 25.7 MB of it
+    # runs in chunks of rows: 896 rows of 28 KiB in chunks of about 512 KiB (19 rows, 48
+    # chunks), each with its partial dw (64 x 3 x 7 x 7 floats), then their sum
+    assert chanvec_plan.wrw_chunks(stem) == (48, 19)
+    dw = 64 * 3 * 7 * 7
+    assert solver.workspace_size(stem, dev) == 4 * (8 * 64 * 112 * 112 + 48 * dw)
     packing = chanvec_plan.PACK_BYTES_FACTOR * 8 * 8 * 64 * 112 * 112 / dev.bandwidth
-    expected = (2 * dev.launch_overhead_s + packing
+    expected = (3 * dev.launch_overhead_s + packing + 4 * 49 * dw / dev.bandwidth
                 + stem.flops / (dev.peak_flops * wrw_efficiency(stem, 2)))
     assert predicted_seconds(stem, dev) == pytest.approx(expected)
+    # a small dy runs in one chunk, writing dw itself: no partials, no sum
+    assert chanvec_plan.wrw_chunks(one) == (1, 8)
+    assert solver.workspace_size(one, dev) == 4 * 64 * 8 * 8

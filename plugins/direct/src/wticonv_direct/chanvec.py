@@ -9,7 +9,7 @@ with the filters flipped and transposed (:func:`.chanvec_plan.forward_view`). Dy
 three builds per device at most (one per register block); every size is a kernel
 argument. Kernels: ``kernels/chanvec.cl``; launches: :mod:`.chanvec_plan`. The workspace
 holds the packed filters, 4 K C/G R S bytes (forward and backward data), or the packed
-dy, 4 N K Ho Wo bytes (backward weights).
+dy, 4 N K Ho Wo bytes, and in chunks of rows their partial dws (backward weights).
 
 Where it pays: pictures of 7x7 to 14x14 and strided layers, where ``direct.tiled`` (output
 positions in the lanes) fills few lanes and the GEMMs' 392-column matrices run at

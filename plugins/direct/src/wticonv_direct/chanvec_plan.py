@@ -10,7 +10,8 @@ Backward weights: ``chanvec_pack`` of dy (image by image, each block of
 output channels contiguous per position) and ``chanvec_wrw`` (a work-item per block of
 output channels x input channels of one filter tap; ``chanvec_wrw_slots`` for groups of
 fewer input channels than a block has slots, which fills them with several filter
-columns). The build options depend only on
+columns); where a block's packed dy is large, in chunks of rows, then ``chanvec_wrw_sum``
+(:func:`wrw_chunks`). The build options depend only on
 K/G (C/G in backward data: which of three register blocks), never on other sizes.
 """
 
@@ -24,7 +25,7 @@ from wticonv.runtime.kit import Launch, kernel_family
 from .programs import KERNELS
 
 __all__ = ["BLOCKS", "block", "decline_reason", "forward_view", "workspace_bytes",
-           "wrw_slots", "wrw_items", "plan"]
+           "wrw_slots", "wrw_items", "wrw_chunks", "plan"]
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
 #: block divides K/G: 6 x 64 channels (24 accumulator vectors of AVX-512's 32), else 12 x 32
@@ -38,6 +39,17 @@ BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: 1 / PACK_BYTES_FACTOR of the bandwidth figure (fitted with direct.chanvec's constants,
 #: wticonv_direct.chanvec).
 PACK_BYTES_FACTOR = 4.0
+#: Backward weights: the packed dy of one block of output channels above which the rows
+#: (n, oh) run in chunks, each chunk's packed dy about :data:`WRW_CHUNK_BYTES` (a share of
+#: a core's 1 MiB L2 on the Zen 4 it was tried on): every work-item of a chunk (each tap,
+#: each block of input channels) then reads it from cache, where each streamed all of dy
+#: from memory (ResNet-50's stem: 28 work-items x 25.7 MB), and a sum pass adds the
+#: chunks' partial dw. Not where the partial dws would pass :data:`WRW_PARTIALS_BYTES`.
+#: The stem's backward weights at N=8 (48 chunks): 13.1 ms against 13.7-14.2 in one, best
+#: of 3 interleaved rounds twice (Zen 4); 56x56 layers (13 chunks) within 4 % either way.
+WRW_CHUNK_ABOVE_BYTES = 4 << 20
+WRW_CHUNK_BYTES = 512 << 10
+WRW_PARTIALS_BYTES = 16 << 20
 
 
 def block(problem) -> tuple[int, int] | None:
@@ -94,11 +106,33 @@ def forward_view(problem):
 
 def workspace_bytes(problem) -> int:
     """Bytes of the packed filters, K x C/G x R x S floats (forward and backward data), or
-    of the packed dy, N x K x Ho x Wo floats (backward weights)."""
+    of the packed dy, N x K x Ho x Wo floats, and in chunks of rows their partial dws,
+    chunks x K x C/G x R x S floats (backward weights, :func:`wrw_chunks`)."""
     p = problem
     if p.direction == "wrw":
-        return 4 * p.n * p.k * p.ho * p.wo
+        chunks, _ = wrw_chunks(p)
+        partials = chunks * p.k * (p.c // p.groups) * p.r * p.s if chunks > 1 else 0
+        return 4 * (p.n * p.k * p.ho * p.wo + partials)
     return 4 * p.k * (p.c // p.groups) * p.r * p.s
+
+
+def wrw_chunks(problem) -> tuple[int, int]:
+    """``(chunks, rows a chunk)`` of chanvec_wrw's rows (n, oh): one chunk of every row
+    unless one block of output channels' packed dy passes :data:`WRW_CHUNK_ABOVE_BYTES`;
+    then chunks of about :data:`WRW_CHUNK_BYTES` of it, as many as their partial dws fit
+    in :data:`WRW_PARTIALS_BYTES`."""
+    p = problem
+    _, kv = block(p)
+    rows = p.n * p.ho
+    row_bytes = 4 * 16 * kv * p.wo
+    dw_bytes = 4 * p.k * (p.c // p.groups) * p.r * p.s
+    if rows * row_bytes <= WRW_CHUNK_ABOVE_BYTES:
+        return 1, rows
+    chunks = min(-(-rows * row_bytes // WRW_CHUNK_BYTES), WRW_PARTIALS_BYTES // dw_bytes)
+    if chunks <= 1:
+        return 1, rows
+    per = -(-rows // chunks)
+    return -(-rows // per), per
 
 
 def wrw_slots(problem) -> tuple[int, int, int]:
@@ -176,12 +210,25 @@ def _plan_wrw(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]
                           lambda: ("y", "ws", np.int32(p.k), np.int32(hwo)),
                           bytes=int(PACK_BYTES_FACTOR * 8 * p.n * p.k * hwo))
     nc, taps, _ = wrw_slots(p)
+    chunks, rows = wrw_chunks(p)
+    total = p.k * (p.c // p.groups) * p.r * p.s
+    packed = p.n * p.k * hwo
     # groups of fewer channels than slots fill them with several filter columns
     name = "chanvec_wrw_slots" if p.c // p.groups < pb else "chanvec_wrw"
-    conv = KERNELS.launch("chanvec.cl", name, opts, (nc * taps, p.k // (16 * kv)), (1, 1),
-                          lambda: ("x", "ws", "w") + _sizes(p), flops=p.flops,
-                          efficiency=efficiency)
-    return [pack, conv]
+    # one chunk writes dw; several, their partial dws after the packed dy, then summed
+    out, off, step = ("w", 0, 0) if chunks == 1 else ("ws", packed, total)
+    conv = KERNELS.launch("chanvec.cl", name, opts, (nc * taps, p.k // (16 * kv), chunks),
+                          (1, 1, 1),
+                          lambda: ("x", "ws", out) + _sizes(p)
+                          + (np.int32(rows), np.int64(off), np.int64(step)),
+                          flops=p.flops, efficiency=efficiency)
+    if chunks == 1:
+        return [pack, conv]
+    add = KERNELS.launch("chanvec.cl", "chanvec_wrw_sum", opts, (-(-total // 16),), (1,),
+                         lambda: ("ws", "w", np.int64(packed), np.int32(chunks),
+                                  np.int64(total)),
+                         bytes=4 * (chunks + 1) * total)
+    return [pack, conv, add]
 
 
 def _sizes(p) -> tuple:

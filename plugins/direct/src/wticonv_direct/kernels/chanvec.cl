@@ -213,11 +213,14 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
     __global float *restrict dw,                                                          \
     const int N, const int C, const int H, const int W, const int K,                      \
     const int R, const int S, const int Ho, const int Wo,                                 \
-    const int SH, const int SW, const int PH, const int PW, const int G
+    const int SH, const int SW, const int PH, const int PW, const int G,                 \
+    const int ROWS, const long DW_OFF, const long DW_CHUNK
 #define WRW_NAMES                                                                         \
     const int qb = get_global_id(0), kb = get_global_id(1);                               \
     const int Cg = C / G, Kg = K / G, HW = H * W, HWo = Ho * Wo, RS = R * S;              \
     const int g = kb * KB / Kg, nkb = K / KB;                                             \
+    const int row0 = get_global_id(2) * ROWS, row1 = min(N * Ho, row0 + ROWS);            \
+    dw += DW_OFF + get_global_id(2) * DW_CHUNK;                                           \
     float16 acc[KV][PB];                                                                  \
     for (int v = 0; v < KV; ++v)                                                          \
         for (int j = 0; j < PB; ++j)                                                      \
@@ -264,10 +267,11 @@ void chanvec_wrw(WRW_PARAMS)
     /* columns whose tap iw = ow SW - PW + s lies in [0, W) */
     const int ow_lo = PW > s ? (PW - s + SW - 1) / SW : 0;
     const int ow_hi = W - 1 + PW - s < 0 ? 0 : min(Wo, (W - 1 + PW - s) / SW + 1);
-    for (int n = 0; n < N; ++n) {
+    for (int row = row0; row < row1; ++row) {          /* the chunk's rows (n, oh) */
+        const int n = row / Ho, oh = row % Ho;
         const long xn = ((long)n * C + g * Cg + c0) * HW;
         const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
-        for (int oh = 0; oh < Ho; ++oh) {
+        {
             const int ih = oh * SH - PH + r;
             if (ih < 0 || ih >= H)
                 continue;
@@ -320,10 +324,11 @@ void chanvec_wrw_slots(WRW_PARAMS)
     hi_in = max(hi_in, lo_in);
     /* columns where only some slots' taps are inside (never with one filter column) */
     const bool edges = lo_all < lo_in || hi_in < hi_all;
-    for (int n = 0; n < N; ++n) {
+    for (int row = row0; row < row1; ++row) {          /* the chunk's rows (n, oh) */
+        const int n = row / Ho, oh = row % Ho;
         const long xn = ((long)n * C + g * Cg + c0) * HW;
         const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
-        for (int oh = 0; oh < Ho; ++oh) {
+        {
             const int ih = oh * SH - PH + r;
             if (ih < 0 || ih >= H)
                 continue;
@@ -353,4 +358,25 @@ void chanvec_wrw_slots(WRW_PARAMS)
     for (int j = 0; j < PB; ++j)
         if (real[j])
             WRW_STORE(j, dw + ((long)kb * KB * Cg + c0 + j % CB) * RS + r * S + sj[j])
+}
+
+/* Backward weights in chunks of rows (n, oh): each chunk's work-items wrote their partial
+ * dw at ws + DW_OFF + chunk x TOTAL (a chunk's packed dy stays in cache while the
+ * work-items of every tap and channel block read it, instead of each streaming all of
+ * dy); dw is their sum. A work-item sums 16 consecutive elements over the chunks. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_wrw_sum(__global const float *restrict ws, __global float *restrict dw,
+                     const long DW_OFF, const int CHUNKS, const long TOTAL)
+{
+    const long e0 = get_global_id(0) * 16L;
+    const __global float *part = ws + DW_OFF + e0;
+    const int m = (int)min(16L, TOTAL - e0);
+    float sum[16];
+    for (int e = 0; e < 16; ++e)
+        sum[e] = 0.0f;
+    for (int c = 0; c < CHUNKS; ++c)
+        for (int e = 0; e < m; ++e)
+            sum[e] += part[(long)c * TOTAL + e];
+    for (int e = 0; e < m; ++e)
+        dw[e0 + e] = sum[e];
 }
