@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("-i", "--iterations", type=int, default=5)
     ap.add_argument("--configs", default="6x4,12x2,24x1",
                     help="comma-separated PBxKV, each optionally followed by :NAME=VALUE "
-                         "macros joined with + (6x4:CHANVEC_ROWS=0); default 6x4,12x2,24x1")
+                         "macros joined with + (6x4:CHANVEC_ROWS_CG=0); default 6x4,12x2,24x1")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)

@@ -11,7 +11,7 @@ best time over the rounds, since the 2-core machines here have slow spells of se
 The table gives per layer direct.chanvec's time, the best other solver's and their ratio
 (below 1: chanvec is faster), and the model's predicted time; then the geometric mean
 of the ratios and the network's summed time with and without chanvec. The layers are the
-network's problems of that direction that direct.chanvec takes (K/G a multiple of 32, in
+network's problems of that direction that direct.chanvec takes (K/G a multiple of 16, in
 backward data C/G and stride 1; not depthwise, no dilation).
 """
 

@@ -131,10 +131,10 @@ def fit_fwd(runs) -> None:
                      chanvec.REDUCTION_HALF, chanvec.TAP_OVERHEAD)
     print(f"current constants: rms log error {np.sqrt(np.mean(now ** 2)):.3f}, "
           f"median {np.median(now):+.3f}")
-    for name, part in (("fwd", "fwd"), ("bwd", "bwd")):
-        sel = np.array([p.direction == part for p, _, _, _ in runs])
+    for direction in ("fwd", "bwd"):
+        sel = np.array([p.direction == direction for p, _, _, _ in runs])
         if sel.any() and not sel.all():
-            print(f"  {name} alone: {sel.sum()} runs, fitted rms log error "
+            print(f"  {direction} alone: {sel.sum()} runs, fitted rms log error "
                   f"{np.sqrt(np.mean(err[sel] ** 2)):.3f}, current "
                   f"{np.sqrt(np.mean(now[sel] ** 2)):.3f}")
 

@@ -25,8 +25,8 @@ from wticonv.errors import KeyFormatError
 from wticonv.problem.conv import parse_key
 
 __all__ = ["KINDS", "FIELDS", "VALUE_FIELDS", "INT_LIMIT", "Record", "BadRecord",
-           "BadInput", "check_record", "is_pattern", "device_matches", "unit_of",
-           "describe_unit", "group_bad", "MAX_REPORTED", "ONLY_SYSTEM_DBS"]
+           "BadInput", "check_record", "is_pattern", "is_device_key_form", "device_matches",
+           "unit_of", "describe_unit", "group_bad", "MAX_REPORTED", "ONLY_SYSTEM_DBS"]
 
 #: The words of a bad record's error when its device is a pattern outside a system
 #: database (the command line adds a note on system databases where it finds them).
@@ -196,6 +196,13 @@ def is_pattern(device: str) -> bool:
     return bool(_GLOB.search(device))
 
 
+def is_device_key_form(device) -> bool:
+    """Whether ``device`` has a device key's form (or a pattern's): a string of three
+    non-empty parts, platform|device name|driver version."""
+    parts = device.split("|") if isinstance(device, str) else []
+    return len(parts) == 3 and all(p.strip() for p in parts)
+
+
 def device_matches(device_key: str, pattern: str) -> bool:
     """Whether ``device_key`` is ``pattern`` or matches it (:func:`fnmatch.fnmatchcase`)."""
     return device_key == pattern or (is_pattern(pattern)
@@ -306,8 +313,7 @@ def check_record(obj, patterns: bool = False,
                        + (f"; unknown {', '.join(extra)} (a file of a newer wticonv? export "
                           "it with this one)" if extra else ""))
     device = obj["device"]
-    parts = device.split("|") if isinstance(device, str) else []
-    if len(parts) != 3 or not all(p.strip() for p in parts):
+    if not is_device_key_form(device):
         raise BadInput(f"device {json.dumps(device)[:80]} is not a device key: platform|"
                        "device name|driver version, as `wticonv devices` and `wticonv db "
                        f"export` name it (e.g. {_EXAMPLE_DEVICE!r})"

@@ -48,6 +48,7 @@ from wticonv.db.checks import (
     describe_unit,
     device_matches,
     group_bad,
+    is_device_key_form,
     is_pattern,
     unit_of,
 )
@@ -379,9 +380,7 @@ def header_warnings(db) -> list[str]:
     if not isinstance(listed, list):
         return [f"{db.name}: the header has devices {json.dumps(listed)[:60]}, not a list "
                 f"(the device keys or patterns of its records, sorted): {mend}"] + out
-    malformed = [d for d in listed
-                 if not isinstance(d, str) or len(d.split("|")) != 3
-                 or not all(p.strip() for p in d.split("|"))]
+    malformed = [d for d in listed if not is_device_key_form(d)]
     if malformed:
         one = len(malformed) == 1
         out.append(f"{db.name}: the header's devices list holds {len(malformed)} "

@@ -36,32 +36,36 @@
 #define CHANVEC_KV 4    /* vectors of 16 output channels per work-item (K/G a multiple of
                            16 * CHANVEC_KV) */
 #endif
-#ifndef CHANVEC_ROWS
-#define CHANVEC_ROWS 1  /* 1: a filter row whose taps are all inside the picture for every
-                           position of the block runs as one loop over (c, s), its offsets
-                           found once; 0: every tap finds its own */
-#endif
 #ifndef CHANVEC_ROWS_CG
-#define CHANVEC_ROWS_CG 8  /* ... for groups of at most this many input channels, where
-                              each tap's set-up weighs on few multiply-adds */
+#define CHANVEC_ROWS_CG 8  /* groups of at most this many input channels (where each tap's
+                              set-up weighs on few multiply-adds) run a filter row whose
+                              taps are all inside the picture for every position of the
+                              block as one loop over (c, s), its offsets found once; 0: every
+                              tap finds its own */
 #endif
 #define PB CHANVEC_PB
 #define KV CHANVEC_KV
 #define KB (16 * KV)
 
-/* The reduction over the group's channels c for one tap (r, s): KV filter vectors and,
- * per position i, the input element LOAD (of xc, off[i]) broadcast to a vector. */
-#define CHANNEL_LOOP(LOAD)                                                                \
-    for (int c = 0; c < Cg; ++c) {                                                        \
+/* One reduction step: the KV filter vectors at WP and, per position i, the input
+ * element LOAD broadcast to a vector, PB x KV multiply-adds. */
+#define TAP_STEP(WP, LOAD) {                                                              \
         float16 wv[KV];                                                                   \
         _Pragma("unroll") for (int v = 0; v < KV; ++v)                                    \
-            wv[v] = vload16(v, wrs + (long)c * R * S * KB);                               \
-        const __global float *xc = x + (long)c * HW;                                      \
+            wv[v] = vload16(v, (WP));                                                     \
         _Pragma("unroll") for (int i = 0; i < PB; ++i) {                                  \
             const float16 xv = (float16)(LOAD);                                           \
             _Pragma("unroll") for (int v = 0; v < KV; ++v)                                \
                 acc[v][i] = fma(xv, wv[v], acc[v][i]);                                    \
         }                                                                                 \
+    }
+
+/* The reduction over the group's channels c for one tap (r, s): LOAD reads position i's
+ * input of channel c (of xc, off[i]). */
+#define CHANNEL_LOOP(LOAD)                                                                \
+    for (int c = 0; c < Cg; ++c) {                                                        \
+        const __global float *xc = x + (long)c * HW;                                      \
+        TAP_STEP(wrs + (long)c * R * S * KB, LOAD)                                        \
     }
 
 /* wp[b][q][j] = w[b * KB + j][q] (q = (c, r, s)): a work-item transposes a block of 16
@@ -148,7 +152,7 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
             acc[v][i] = (float16)0.0f;
     const __global float *w = wp + (long)kb * Cg * R * S * KB;
     for (int r = 0; r < R; ++r) {
-#if CHANVEC_ROWS
+#if CHANVEC_ROWS_CG > 0
         /* Where the group has few channels and the whole filter row r is inside the
          * picture for every position, the row's offsets are found once and its taps run
          * with no test: a loop over (c, s) (a 3-channel stem's 7 taps a row run as 21
@@ -165,16 +169,8 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
             for (int c = 0; c < Cg; ++c) {
                 const __global float *xc = x + (long)c * HW;
                 const __global float *wc = w + ((long)c * R + r) * S * KB;
-                for (int s = 0; s < S; ++s) {
-                    float16 wv[KV];
-                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                        wv[v] = vload16(v, wc + s * KB);
-                    _Pragma("unroll") for (int i = 0; i < PB; ++i) {
-                        const float16 xv = (float16)(xc[roff[i] + s]);
-                        _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                            acc[v][i] = fma(xv, wv[v], acc[v][i]);
-                    }
-                }
+                for (int s = 0; s < S; ++s)
+                    TAP_STEP(wc + s * KB, xc[roff[i] + s])
             }
             continue;
         }
@@ -277,15 +273,13 @@ void chanvec_wrw(WRW_PARAMS)
         const int n = row / Ho, oh = row % Ho;
         const long xn = ((long)n * C + g * Cg + c0) * HW;
         const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
-        {
-            const int ih = oh * SH - PH + r;
-            if (ih < 0 || ih >= H)
-                continue;
-            /* x[xr + ow SW] is column ow's tap (inside the picture: ow_lo <= ow < ow_hi) */
-            const long xr = xn + ih * W - PW + s;
-            const __global float *dr = dn + (long)oh * Wo * KB;
-            WRW_COLUMNS(ow_lo, ow_hi, xr)
-        }
+        const int ih = oh * SH - PH + r;
+        if (ih < 0 || ih >= H)
+            continue;
+        /* x[xr + ow SW] is column ow's tap (inside the picture: ow_lo <= ow < ow_hi) */
+        const long xr = xn + ih * W - PW + s;
+        const __global float *dr = dn + (long)oh * Wo * KB;
+        WRW_COLUMNS(ow_lo, ow_hi, xr)
     }
     for (int j = 0; j < qn; ++j)
         WRW_STORE(j, dw + ((long)kb * KB * Cg + c0 + j) * RS + rs)
@@ -334,32 +328,30 @@ void chanvec_wrw_slots(WRW_PARAMS)
         const int n = row / Ho, oh = row % Ho;
         const long xn = ((long)n * C + g * Cg + c0) * HW;
         const __global float *dn = dyp + ((long)n * nkb + kb) * HWo * KB;
-        {
-            const int ih = oh * SH - PH + r;
-            if (ih < 0 || ih >= H)
-                continue;
-            /* x[xr + xoff[j] + ow SW] is slot j's tap at column ow (lo[j] <= ow < hi[j]) */
-            const long xr = xn + ih * W;
-            const __global float *dr = dn + (long)oh * Wo * KB;
-            for (int ow = lo_all; edges && ow < hi_all; ++ow) {
-                if (ow == lo_in && ow < hi_in)
-                    ow = hi_in;         /* the inner columns run in the loop below */
-                if (ow >= hi_all)
-                    break;
-                float16 dv[KV];
+        const int ih = oh * SH - PH + r;
+        if (ih < 0 || ih >= H)
+            continue;
+        /* x[xr + xoff[j] + ow SW] is slot j's tap at column ow (lo[j] <= ow < hi[j]) */
+        const long xr = xn + ih * W;
+        const __global float *dr = dn + (long)oh * Wo * KB;
+        for (int ow = lo_all; edges && ow < hi_all; ++ow) {
+            if (ow == lo_in && ow < hi_in)
+                ow = hi_in;         /* the inner columns run in the loop below */
+            if (ow >= hi_all)
+                break;
+            float16 dv[KV];
+            _Pragma("unroll") for (int v = 0; v < KV; ++v)
+                dv[v] = vload16(v, dr + ow * KB);
+            _Pragma("unroll") for (int j = 0; j < PB; ++j) {
+                const bool in = ow >= lo[j] && ow < hi[j];
+                /* a padding tap adds nothing (not 0 x dy: an Inf in dy stays out);
+                   the load reads a valid address either way */
+                const float16 xv = (float16)(x[in ? xr + xoff[j] + ow * SW : xn]);
                 _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                    dv[v] = vload16(v, dr + ow * KB);
-                _Pragma("unroll") for (int j = 0; j < PB; ++j) {
-                    const bool in = ow >= lo[j] && ow < hi[j];
-                    /* a padding tap adds nothing (not 0 x dy: an Inf in dy stays out);
-                       the load reads a valid address either way */
-                    const float16 xv = (float16)(x[in ? xr + xoff[j] + ow * SW : xn]);
-                    _Pragma("unroll") for (int v = 0; v < KV; ++v)
-                        acc[v][j] = in ? fma(xv, dv[v], acc[v][j]) : acc[v][j];
-                }
+                    acc[v][j] = in ? fma(xv, dv[v], acc[v][j]) : acc[v][j];
             }
-            WRW_COLUMNS(lo_in, hi_in, xr)
         }
+        WRW_COLUMNS(lo_in, hi_in, xr)
     }
     for (int j = 0; j < PB; ++j)
         if (real[j])
