@@ -66,7 +66,8 @@ def test_chanvec_conforms_on_problems_it_accepts(wticonv_handle):
 
 def test_the_kit_lists_its_checks_and_ids_name_solver_and_check():
     assert list(CHECKS) == ["hooks", "queries_pure", "wti", "guards", "reference", "dynamic",
-                            "programs", "runs_cleanly", "nan_inf", "nan_inf_weights"]
+                            "programs", "perf_configs", "runs_cleanly", "nan_inf",
+                            "nan_inf_weights"]
     mark = parametrize_with_checks(["a.b"], expected_failed_checks={"wti": "known"})
     params = mark.args[1]
     assert [p.id for p in params] == [f"a.b-{name}" for name in CHECKS]
@@ -98,6 +99,30 @@ class _Like:
     @hookimpl
     def run(self, problem, device, tensors, workspace):
         naive.run(problem, device, tensors, workspace)
+
+
+class _Tunable(_Like):
+    """Tunable: two perf configs, both computing what the default does."""
+
+    solver_id = "fake.tunable"
+    configs = ["one", "two"]
+
+    @hookimpl
+    def perf_configs(self, problem, device):
+        return list(self.configs)
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace, perf_config):
+        if perf_config != "skips":
+            naive.run(problem, device, tensors, workspace)
+
+
+class _BadPerfConfig(_Tunable):
+    """Its perf config "skips" leaves the output unwritten (a fast wrong answer, which
+    tuning would store)."""
+
+    solver_id = "fake.bad_perf_config"
+    configs = ["one", "skips"]
 
 
 class _DeclinesAll(_Like):
@@ -184,6 +209,8 @@ class _NamesBadly(_Like):
     (_NamesNone, ["programs"]),
     (_NamesOneTooMany, ["programs"]),
     (_NamesBadly, ["programs"]),
+    (_Tunable, []),
+    (_BadPerfConfig, ["perf_configs"]),
     (_BadWti, ["wti", "guards", "reference", "dynamic", "runs_cleanly", "nan_inf",
                "nan_inf_weights"]),     # set aside in selection: it can be run by none
     (_DeclinesAll, ["wti", "guards", "reference", "dynamic", "runs_cleanly",
@@ -259,7 +286,8 @@ def test_the_kit_catches_writes_outside_the_output(wticonv_handle):
     report = check_solver(_WritesPastItsOutput.solver_id, h, raise_on_failure=False,
                           corpus=[EDGE_SHAPES["groups 4"]], examples=3)
     failed = {r.check: r.message for r in report.results if not r.passed}
-    assert set(failed) == set(CHECKS) - {"hooks", "queries_pure", "wti", "programs"}
+    assert set(failed) == set(CHECKS) - {"hooks", "queries_pure", "wti", "programs",
+                                         "perf_configs"}
     assert all("wrote outside its output tensor" in m for m in failed.values())
 
 

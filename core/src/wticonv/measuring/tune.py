@@ -166,7 +166,9 @@ def _tune_one(handle, problem: ConvProblem, sid: str, workspace_limit, iteration
     try:
         ok = registry.call(sid, "is_applicable", problem=problem, device=device,
                            workspace_limit=workspace_limit)
-        configs = offered_perf_configs(registry, sid, problem, device, workspace_limit)
+        # the hook's contract: perf configs are asked of applicable problems only
+        configs = offered_perf_configs(registry, sid, problem, device,
+                                       workspace_limit) if ok else []
     except Exception as e:  # noqa: BLE001 - a broken solver is reported, not fatal
         r.reason = f"{type(e).__name__}: {e}"
         return r

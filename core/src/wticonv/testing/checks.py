@@ -113,16 +113,18 @@ def check_wti(sut: SolverUnderTest) -> int:
     return len(problems)
 
 
-def _check_reference(sut: SolverUnderTest, p: ConvProblem, seed: int) -> None:
+def _check_reference(sut: SolverUnderTest, p: ConvProblem, seed: int,
+                     perf_config: str | None = None) -> None:
     data = random_data(p, seed)
-    got = sut.run(p, data)
+    got = sut.run(p, data, perf_config)
     given = {k: v for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
     want = reference(p, **given)
     err = float(rms_range(got, want))
     tol = sut.tolerance(p)
     if not err <= tol:
-        raise CheckFailure(f"{p.key} ({p.describe()}): rms_range {err:.3g} against the "
-                           f"float64 reference, over the solver's tolerance {tol:.3g}")
+        config = f" with perf config {perf_config!r}" if perf_config is not None else ""
+        raise CheckFailure(f"{p.key} ({p.describe()}){config}: rms_range {err:.3g} against "
+                           f"the float64 reference, over the solver's tolerance {tol:.3g}")
 
 
 def check_reference(sut: SolverUnderTest) -> int:
@@ -318,6 +320,35 @@ def check_programs(sut: SolverUnderTest) -> int | None:
 #: Accepted problems the ``programs`` check compares (each one run).
 PROGRAMS_PROBLEMS = 6
 
+
+def check_perf_configs(sut: SolverUnderTest) -> int | None:
+    """A tunable solver computes the same result with every perf config it lists: on the
+    first :data:`PERF_CONFIG_PROBLEMS` accepted problems that list any, each perf config
+    matches the float64 reference within the solver's tolerance, as ``reference`` checks
+    its default. ``wticonv tune`` stores the fastest perf config without looking at its
+    results, so a wrong one would otherwise be run by immediate mode. Solvers that are not
+    tunable pass; so does a tunable one that lists no perf config on any accepted problem
+    (nothing to tune there)."""
+    if not sut.entry.tunable:
+        return None
+    runs = problems = 0
+    for i, p in enumerate(sut.accepted()):
+        configs = sut.query(p).perf_configs or []
+        if not configs:
+            continue
+        for config in configs:
+            _check_reference(sut, p, i, config)
+            runs += 1
+        problems += 1
+        if problems == PERF_CONFIG_PROBLEMS:
+            break
+    return runs
+
+
+#: Accepted problems (of those with perf configs) the ``perf_configs`` check runs every
+#: perf config of.
+PERF_CONFIG_PROBLEMS = 4
+
 #: Check name -> function, in run order (test ids use the names).
 CHECKS = {
     "hooks": check_hooks,
@@ -327,6 +358,7 @@ CHECKS = {
     "reference": check_reference,
     "dynamic": check_dynamic,
     "programs": check_programs,
+    "perf_configs": check_perf_configs,
     "runs_cleanly": check_runs_cleanly,
     "nan_inf": check_nan_inf,
     "nan_inf_weights": check_nan_inf_weights,

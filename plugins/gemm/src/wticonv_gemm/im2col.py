@@ -6,6 +6,7 @@ limit allows, else as many images as fit (at least one; below that the solver de
 Without a limit, the buffer stays under 1 GiB and an eighth of the device's memory (but
 holds at least one image).
 Launch planning is in plan.py, the kernels in kernels/, the WTI model in wti.py.
+Tunable: its perf configs are the GEMMs' blockings or tiles (plan.perf_configs).
 
 Three solvers, one per numerical class (wticonv.contract.answers.MATH_CLASSES):
 ``gemm.im2col`` (FP32, every device), and on GPUs with tensor cores
@@ -23,6 +24,7 @@ from wticonv.runtime.kit import (
     kernel_family,
     programs_of,
     tensor_core_decline,
+    wgmma,
     workspace_room,
 )
 
@@ -52,9 +54,18 @@ def chunk_for(problem, device, workspace_limit: int | None) -> int:
 
 @lru_cache(maxsize=1024)
 def _plan(problem, kind: str, compute_units: int, workspace_bytes: int, vector_width: int,
-          math: str):
+          math: str, config: str | None = None):
     return plan.plan_im2col(problem, kind, compute_units, workspace_bytes, vector_width,
-                            math)
+                            math, config)
+
+
+@lru_cache(maxsize=1024)
+def _configs(problem, kind: str, compute_units: int, workspace_bytes: int,
+             vector_width: int, math: str, wgmma: bool) -> tuple[str, ...]:
+    ops: list = []
+    plan.plan_im2col(problem, kind, compute_units, workspace_bytes, vector_width, math,
+                     ops=ops)
+    return tuple(plan.perf_configs(ops, kind, compute_units, vector_width, math, wgmma))
 
 
 class Im2colSolver:
@@ -63,7 +74,7 @@ class Im2colSolver:
     :mod:`wticonv_gemm.tcsolver`)."""
 
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
-    hook_api = (1, 2)
+    hook_api = (2,)
 
     #: what it covers, for `wticonv solvers` (its declines say the rest)
     scope = "any problem, all directions: a column buffer in the workspace, chunked by images"
@@ -98,24 +109,34 @@ class Im2colSolver:
                        _room(device, workspace_limit, problem))[2]
 
     @hookimpl
-    def get_wti(self, problem, device, workspace_limit):
+    def get_wti(self, problem, device, workspace_limit, perf_config):
         ws = self.workspace_size(problem, device, workspace_limit)
-        launches = _plan(problem, kernel_family(device), device.info.compute_units, ws,
-                         device.info.vector_width, self.math)
-        return wti.wti(problem, launches, device)
+        return wti.wti(problem, self._launches(problem, device, ws, perf_config), device)
 
     @hookimpl
-    def programs(self, problem, device, workspace_limit):
+    def perf_configs(self, problem, device, workspace_limit):
+        """The GEMMs' blockings (CPUs) or tiles (GPUs): wticonv_gemm.sgemm.gemm_configs.
+        They leave the workspace as it is."""
+        if self.is_applicable(problem, device, workspace_limit) is not True:
+            return []
         ws = self.workspace_size(problem, device, workspace_limit)
-        return programs_of(_plan(problem, kernel_family(device), device.info.compute_units,
-                                 ws, device.info.vector_width, self.math))
+        return list(_configs(problem, kernel_family(device), device.info.compute_units, ws,
+                             device.info.vector_width, self.math,
+                             self.math != "fp32" and wgmma(device)))
 
     @hookimpl
-    def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, kernel_family(device), device.info.compute_units,
-                         workspace.size, device.info.vector_width, self.math)
-        enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y,
-                                          "ws": workspace})
+    def programs(self, problem, device, workspace_limit, perf_config):
+        ws = self.workspace_size(problem, device, workspace_limit)
+        return programs_of(self._launches(problem, device, ws, perf_config))
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace, perf_config):
+        enqueue(device, self._launches(problem, device, workspace.size, perf_config),
+                {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace})
+
+    def _launches(self, problem, device, workspace_bytes: int, perf_config: str | None):
+        return _plan(problem, kernel_family(device), device.info.compute_units,
+                     workspace_bytes, device.info.vector_width, self.math, perf_config)
 
 
 solver = Im2colSolver()

@@ -3,6 +3,7 @@
 Applies to 1x1 filters with no padding and strides of 1 or 2 (any dilation: a 1x1
 filter has no taps to dilate), every direction and group count, with no workspace: the
 GEMM kernels read x and dy and write y, dx and dw through image-mapped columns (plan.py).
+Tunable: its perf configs are the GEMM's blockings or tiles (plan.perf_configs).
 
 Three solvers, one per numerical class (wticonv.contract.answers.MATH_CLASSES):
 ``gemm.1x1`` (FP32, every device), and on GPUs with tensor cores
@@ -15,7 +16,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from wticonv import Decline, hookimpl
-from wticonv.runtime.kit import enqueue, kernel_family, programs_of, tensor_core_decline
+from wticonv.runtime.kit import (
+    enqueue,
+    kernel_family,
+    programs_of,
+    tensor_core_decline,
+    wgmma,
+)
 
 from . import plan, tcsolver, wti
 
@@ -25,8 +32,22 @@ _INT32 = 2**31 - 1
 
 
 @lru_cache(maxsize=1024)
-def _plan(problem, kind: str, compute_units: int, vector_width: int, math: str):
-    return plan.plan_1x1(problem, kind, compute_units, vector_width, math)
+def _plan(problem, kind: str, compute_units: int, vector_width: int, math: str,
+          config: str | None = None):
+    return plan.plan_1x1(problem, kind, compute_units, vector_width, math, config)
+
+
+@lru_cache(maxsize=1024)
+def _configs(problem, kind: str, compute_units: int, vector_width: int, math: str,
+             wgmma: bool) -> tuple[str, ...]:
+    ops: list = []
+    plan.plan_1x1(problem, kind, compute_units, vector_width, math, ops=ops)
+    return tuple(plan.perf_configs(ops, kind, compute_units, vector_width, math, wgmma))
+
+
+def _launches(problem, device, math: str, perf_config: str | None):
+    return _plan(problem, kernel_family(device), device.info.compute_units,
+                 device.info.vector_width, math, perf_config)
 
 
 class OneByOneSolver:
@@ -34,7 +55,7 @@ class OneByOneSolver:
     (``"fp32"``, ``"3xtf32"`` or ``"tf32"``; see :mod:`wticonv_gemm.tcsolver`)."""
 
     #: Hook API versions it was written for (wticonv.contract.hookspecs.HOOK_API_VERSION).
-    hook_api = (1, 2)
+    hook_api = (2,)
 
     #: what it covers, for `wticonv solvers` (its declines say the rest)
     scope = "unpadded 1x1 filters at stride 1 or 2, all directions, no workspace"
@@ -66,20 +87,26 @@ class OneByOneSolver:
         return 0
 
     @hookimpl
-    def get_wti(self, problem, device):
-        return wti.wti(problem, _plan(problem, kernel_family(device), device.info.compute_units,
-                                      device.info.vector_width, self.math), device)
+    def get_wti(self, problem, device, perf_config):
+        return wti.wti(problem, _launches(problem, device, self.math, perf_config), device)
 
     @hookimpl
-    def programs(self, problem, device):
-        return programs_of(_plan(problem, kernel_family(device), device.info.compute_units,
-                                 device.info.vector_width, self.math))
+    def perf_configs(self, problem, device):
+        """The GEMM's blockings (CPUs) or tiles (GPUs): wticonv_gemm.sgemm.gemm_configs."""
+        if self.is_applicable(problem, device) is not True:
+            return []
+        return list(_configs(problem, kernel_family(device), device.info.compute_units,
+                             device.info.vector_width, self.math,
+                             self.math != "fp32" and wgmma(device)))
 
     @hookimpl
-    def run(self, problem, device, tensors, workspace):
-        launches = _plan(problem, kernel_family(device), device.info.compute_units,
-                         device.info.vector_width, self.math)
-        enqueue(device, launches, {"x": tensors.x, "w": tensors.w, "y": tensors.y})
+    def programs(self, problem, device, perf_config):
+        return programs_of(_launches(problem, device, self.math, perf_config))
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace, perf_config):
+        enqueue(device, _launches(problem, device, self.math, perf_config),
+                {"x": tensors.x, "w": tensors.w, "y": tensors.y})
 
 
 solver = OneByOneSolver()

@@ -29,7 +29,8 @@ from functools import lru_cache
 
 __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_config",
            "efficiency", "cpu_configs", "cpu_nn_efficiency", "cpu_nt_efficiency",
-           "cpu_nn_blocks", "CPU_NN_ITEMS_PER_CU", "CPU_NN_KC", "CPU_NN_MAX_BLOCKS",
+           "cpu_nn_blocks", "blocks_within", "CPU_NN_ITEMS_PER_CU", "CPU_NN_KC",
+           "CPU_NN_MAX_BLOCKS",
            "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR", "cpu_nt_blocks", "CPU_NT_KC",
            "CPU_NT_MAX_BLOCKS"]
 
@@ -48,6 +49,7 @@ class CpuConfig:
     @property
     def options(self) -> str:
         return (f"-DGEMM_VW={self.vw} -DGEMM_MR={self.mr} -DGEMM_KC={CPU_NN_KC} "
+                f"-DGEMM_APACK_ROWS={CPU_NN_MAX_BLOCKS[0] * self.mr} "
                 f"-DGEMM_NT_MR=4 -DGEMM_NT_NR=4 -DGEMM_NT_KC={CPU_NT_KC} "
                 f"-DGEMM_NT_MAXB={CPU_NT_MAX_BLOCKS[0] * CPU_NT_MAX_BLOCKS[1]}")
 
@@ -148,6 +150,16 @@ def cpu_nt_blocks(M: int, N: int, groups: int, compute_units: int,
     computes, as :func:`cpu_nn_blocks` chooses them (up to :data:`CPU_NT_MAX_BLOCKS`)."""
     return _blocks(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
                    CPU_NT_MAX_BLOCKS)
+
+
+def blocks_within(mb: int, nb: int, groups: int, compute_units: int,
+                  most: tuple[int, int]) -> tuple[int, int]:
+    """``(RB, CB)`` for ``mb`` row tiles and ``nb`` column tiles: the largest blocks up to
+    ``most`` that keep at least :data:`CPU_NN_ITEMS_PER_CU` work-items per compute unit
+    (the larger of the two halved first, down to one tile), then evened out
+    (:func:`_even`). :func:`cpu_nn_blocks` and :func:`cpu_nt_blocks` with their limits;
+    the GEMM's tuning names (sgemm.gemm_configs) with others."""
+    return _blocks(mb, nb, groups, compute_units, most)
 
 
 def _blocks(mb: int, nb: int, groups: int, compute_units: int,

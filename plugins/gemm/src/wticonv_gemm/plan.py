@@ -35,6 +35,7 @@ from .sgemm import (
     ColMap,
     GemmOp,
     Operand,
+    gemm_configs,
     gemm_launch,
     gpu_splits,
     most_gpu_splits,
@@ -42,7 +43,7 @@ from .sgemm import (
 )
 
 __all__ = ["col_bytes_per_image", "col_bytes", "col_ld", "row_ld", "chunk_images",
-           "plan_im2col", "plan_1x1", "IM2COL_LOCAL"]
+           "plan_im2col", "plan_1x1", "perf_configs", "IM2COL_LOCAL"]
 
 #: Work-group size (dimension 0) of the im2col, col2im and fill kernels, per device kind.
 IM2COL_LOCAL = {"cpu": 64, "gpu": 256}
@@ -219,16 +220,31 @@ def _col2im(p, kind: str, n0: int, nc: int) -> Launch:
                   bytes=traffic)
 
 
+def _gemm(kind: str, compute_units: int, vector_width: int, math: str, config: str | None,
+          ops: list | None):
+    """The GEMM launcher of a plan: :func:`gemm_launch` with the plan's device figures,
+    class and tuning name; each op also appended to ``ops`` when given."""
+    def gemm(op: GemmOp) -> Launch:
+        if ops is not None:
+            ops.append(op)
+        return gemm_launch(op, kind, compute_units, vector_width=vector_width, math=math,
+                           config=config)
+    return gemm
+
+
 def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,
-                vector_width: int = 16, math: str = "fp32") -> list[Launch]:
+                vector_width: int = 16, math: str = "fp32", config: str | None = None,
+                ops: list | None = None) -> list[Launch]:
     """The launches of gemm.im2col for problem ``p`` given ``workspace_bytes`` (chunks and
     split-K as :func:`im2col_layout` decides); ``vector_width`` is a CPU's preferred float
-    vector width, ``math`` the GEMMs' numerical class (:func:`gemm_launch`).
+    vector width, ``math`` the GEMMs' numerical class and ``config`` their tuning name
+    (:func:`gemm_launch`, :func:`wticonv_gemm.sgemm.gemm_configs`); ``ops``, when given,
+    receives every GEMM op of the plan.
 
-    Raises ValueError if not even one image's column buffer fits.
+    Raises ValueError if not even one image's column buffer fits, or for an unknown
+    ``config``.
     """
-    gemm = partial(gemm_launch, kind=kind, compute_units=compute_units,
-                   vector_width=vector_width, math=math)
+    gemm = _gemm(kind, compute_units, vector_width, math, config, ops)
     nc_max, splits, _ = im2col_layout(p, kind, compute_units, workspace_bytes)
     if nc_max < 1:
         raise ValueError(f"gemm.im2col needs at least {col_bytes_per_image(p)} bytes of "
@@ -286,12 +302,11 @@ def plan_im2col(p, kind: str, compute_units: int, workspace_bytes: int,
 
 
 def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16,
-             math: str = "fp32") -> list[Launch]:
+             math: str = "fp32", config: str | None = None,
+             ops: list | None = None) -> list[Launch]:
     """The launches of gemm.1x1 for problem ``p`` (1x1 filter, no padding, stride 1 or 2);
-    ``vector_width`` is a CPU's preferred float vector width, ``math`` the GEMMs'
-    numerical class (:func:`gemm_launch`)."""
-    gemm = partial(gemm_launch, kind=kind, compute_units=compute_units,
-                   vector_width=vector_width, math=math)
+    ``vector_width``, ``math``, ``config`` and ``ops`` as for :func:`plan_im2col`."""
+    gemm = _gemm(kind, compute_units, vector_width, math, config, ops)
     g, cg, kg = p.groups, p.c // p.groups, p.k // p.groups
     P, hw = p.ho * p.wo, p.h * p.w
     pix = ColMap(P=P, Wo=p.wo, ns=p.c * hw, hs=p.stride_h * p.w, ws=p.stride_w)  # x / dx
@@ -330,3 +345,17 @@ def plan_1x1(p, kind: str, compute_units: int, vector_width: int = 16,
                 c=Operand("w", gs=kg * cg, ms=cg, cols=ColMap()),
                 groups=g, nb=p.n * p.ho, nb2=p.ho)
     return [gemm(op)]
+
+
+def perf_configs(ops: list[GemmOp], kind: str, compute_units: int, vector_width: int = 16,
+                 math: str = "fp32", wgmma: bool = False) -> list[str]:
+    """The perf configs of a plan whose GEMM ops are ``ops`` (the ``ops`` list of
+    :func:`plan_1x1` or :func:`plan_im2col`): the tuning names
+    (:func:`wticonv_gemm.sgemm.gemm_configs`) of its largest GEMM, each run on every GEMM
+    of the plan; empty where there is only one (nothing to tune). The names are the
+    GEMM's: the plan's workspace, chunks and split-K do not depend on them."""
+    if not ops:
+        return []
+    main = max(ops, key=lambda op: op.flops)
+    names = gemm_configs(main, kind, compute_units, vector_width, math, wgmma)
+    return names if len(names) > 1 else []

@@ -8,7 +8,9 @@ its batched multiply with it), and it changes only with a new major version:
   :class:`Operand` and :class:`ColMap` addressing; :func:`gemm_launch` (the
   :class:`wticonv.runtime.kit.Launch` of an op on a CPU or a GPU, with its modelled
   efficiency; ``math="3xtf32"`` or ``"tf32"`` puts it on the tensor cores of NVIDIA GPUs
-  that have them, and ``tc`` picks one of :class:`TcConfig`'s tiles); the GPU split-K
+  that have them, and ``tc`` picks one of :class:`TcConfig`'s tiles); :func:`gemm_configs`
+  (the tuning names of an op: the blocks, GPU tiles or tensor-core tiles a ``config``
+  argument of :func:`gemm_launch` selects, for a solver's ``perf_configs``); the GPU split-K
   helpers :func:`gpu_splits`, :func:`most_gpu_splits` and :func:`splitk_reduce_launch`;
 - the cost model: :func:`predict_seconds` and :func:`wti` (predicted time and WTI of a
   list of launches, from their cost fields and the device's measured figures; see
@@ -41,7 +43,7 @@ from . import params, tensorcore
 from .tensorcore import TcConfig
 from .wti import predict_seconds, wti
 
-__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "TcConfig", "gemm_launch",
+__all__ = ["KERNELS", "ColMap", "Operand", "GemmOp", "TcConfig", "gemm_launch", "gemm_configs",
            "splitk_reduce_launch", "gpu_splits", "most_gpu_splits", "predict_seconds", "wti"]
 
 #: The plugin's kernel files (kernels/*.cl) and their kernels built per device.
@@ -223,9 +225,87 @@ def _sizes(op: GemmOp) -> tuple:
     return (np.int32(op.M), np.int32(op.N), np.int32(op.K), np.int32(op.nb), np.int32(op.nb2))
 
 
+#: Block limits (row blocks, column blocks) whose blockings :func:`gemm_configs` offers
+#: for the CPU kernels, besides the default ones (params.CPU_NN_MAX_BLOCKS and
+#: params.CPU_NT_MAX_BLOCKS): fewer rows and more columns per work-item, or the reverse,
+#: trade re-reads of A against copies of B's panels (sgemm_nn) or of B's rows (sgemm_nt).
+#: sgemm_nt's blocks hold at most RB x CB = 32 tiles (its GEMM_NT_MAXB).
+CPU_NN_TUNE_BLOCKS = ((16, 16), (16, 8), (8, 16), (8, 8), (16, 4), (4, 16))
+CPU_NT_TUNE_BLOCKS = ((4, 8), (8, 4), (4, 4), (2, 16), (16, 2))
+
+
+def _cpu_kernel(op: GemmOp, vector_width: int) -> tuple[str, params.CpuConfig]:
+    """The CPU kernel of ``op`` (``"sgemm_nt"`` where A and B are both contiguous along k,
+    else ``"sgemm_nn"``) and its configuration."""
+    nn_cfg, nt_cfg = params.cpu_configs(vector_width)
+    if op.a.ks == 1 and op.b.ks == 1:
+        return "sgemm_nt", nt_cfg
+    return "sgemm_nn", nn_cfg
+
+
+def _blocks_name(rb: int, cb: int) -> str:
+    return f"r{rb}c{cb}"
+
+
+def _parse_blocks(config: str, kernel: str) -> tuple[int, int]:
+    """``(RB, CB)`` of a CPU tuning name ``"r<RB>c<CB>"``; ValueError for another name or
+    for blocks the kernel cannot take (sgemm_nt: RB x CB at most its GEMM_NT_MAXB)."""
+    body = config[1:] if config.startswith("r") else ""
+    rb, sep, cb = body.partition("c")
+    if sep and rb.isdigit() and cb.isdigit() and 1 <= int(rb) <= 64 and 1 <= int(cb) <= 64:
+        most = params.CPU_NT_MAX_BLOCKS[0] * params.CPU_NT_MAX_BLOCKS[1]
+        if kernel == "sgemm_nn" or int(rb) * int(cb) <= most:
+            return int(rb), int(cb)
+    raise ValueError(f"no GEMM config {config!r} for {kernel} on a CPU: CPU configs are "
+                     f"'r<RB>c<CB>', row and column blocks of 1 to 64 per work-item"
+                     + ("" if kernel == "sgemm_nn" else f" (RB x CB at most "
+                        f"{params.CPU_NT_MAX_BLOCKS[0] * params.CPU_NT_MAX_BLOCKS[1]})"))
+
+
+def _gpu_name(cfg: params.GpuConfig) -> str:
+    return f"t{cfg.mwg}x{cfg.nwg}x{cfg.kwg}"
+
+
+def _tc_tiles(math: str, wgmma: bool) -> tuple[TcConfig, ...]:
+    return tensorcore.TC_CONFIGS[math] + (tensorcore.WG_CONFIGS[math] if wgmma else ())
+
+
+def gemm_configs(op: GemmOp, kind: str, compute_units: int, vector_width: int = 16,
+                 math: str = "fp32", wgmma: bool = False) -> list[str]:
+    """The tuning names of ``op`` on a device of ``kind``: each a ``config`` that
+    :func:`gemm_launch` accepts, computing the same C at another speed. Distinct names,
+    the default choice among them; one name (nothing to tune) or more.
+
+    - CPUs: ``"r<RB>c<CB>"``, the row and column blocks of tiles one work-item takes
+      (params.cpu_nn_blocks / cpu_nt_blocks under each of :data:`CPU_NN_TUNE_BLOCKS` or
+      :data:`CPU_NT_TUNE_BLOCKS`' limits, distinct blockings only). Run-time arguments:
+      one build serves them all.
+    - GPUs, ``math="fp32"``: ``"t<MWG>x<NWG>x<KWG>"``, each tile of params.GPU_CONFIGS.
+    - GPUs, ``"3xtf32"`` or ``"tf32"``: each tile's :attr:`TcConfig.label` of
+      tensorcore.TC_CONFIGS, and with ``wgmma`` (compute capability 9.0:
+      :func:`wticonv.runtime.kit.wgmma`) those of tensorcore.WG_CONFIGS too, which the
+      heuristic never picks (its model is not fitted to them): tuning may.
+    """
+    if kind == "cpu":
+        kernel, cfg = _cpu_kernel(op, vector_width)
+        tiles = (-(-op.M // cfg.mr), -(-op.N // cfg.nr))
+        limits = CPU_NT_TUNE_BLOCKS if kernel == "sgemm_nt" else CPU_NN_TUNE_BLOCKS
+        blocks = params.cpu_nt_blocks if kernel == "sgemm_nt" else params.cpu_nn_blocks
+        names = [_blocks_name(*blocks(op.M, op.N, op.groups, compute_units, cfg))]
+        for most in limits:
+            name = _blocks_name(*params.blocks_within(*tiles, op.groups, compute_units, most))
+            if name not in names:
+                names.append(name)
+        return names
+    if math == "fp32":
+        return [_gpu_name(c) for c in params.GPU_CONFIGS]
+    return [c.label for c in _tc_tiles(math, wgmma)]
+
+
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
                 vector_width: int = 16, vec: bool | None = None,
-                math: str = "fp32", tc: TcConfig | None = None) -> Launch:
+                math: str = "fp32", tc: TcConfig | None = None,
+                config: str | None = None) -> Launch:
     """The launch of ``op`` on a device of ``kind`` (``"cpu"`` or ``"gpu"``); its arguments
     are built when first read.
 
@@ -241,6 +321,8 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     ``vec`` (GPUs): True or False asks for the float4-load variant or the scalar one (True
     is honoured only where float4 loads apply to ``op``); None (the default) takes float4
     where it applies and is predicted faster (params.VEC_LATENCY: not on small grids).
+    ``config``: a tuning name of :func:`gemm_configs` (blocks on CPUs, the tile on GPUs),
+    or None for the heuristics' choice; ValueError names the accepted forms for another.
     """
     _check_int32(op)
     if op.splits > 1 and kind == "cpu":
@@ -249,21 +331,32 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
         if math not in tensorcore.TC_CONFIGS or kind != "gpu":
             raise ValueError(f"no {math!r} GEMM on a {kind}: tensor-core classes "
                              f"({', '.join(tensorcore.TC_CONFIGS)}) run on GPUs only")
+        if config is not None:
+            if tc is not None:
+                raise ValueError("gemm_launch takes a tile as tc or as config, not both")
+            tc = next((c for c in _tc_tiles(math, True) if c.label == config), None)
+            if tc is None:
+                raise ValueError(f"no {math} GEMM tile {config!r}: the tiles are "
+                                 + ", ".join(c.label for c in _tc_tiles(math, True)))
         return _tc_launch(op, math, compute_units, tc)
     a, b = op.a, op.b
     if kind == "cpu":
-        nn_cfg, nt_cfg = params.cpu_configs(vector_width)
-        if a.ks == 1 and b.ks == 1:
-            cfg = nt_cfg
-            rb, cb = params.cpu_nt_blocks(op.M, op.N, op.groups, compute_units, cfg)
+        kernel, cfg = _cpu_kernel(op, vector_width)
+        if kernel == "sgemm_nt":
+            if config is not None:
+                rb, cb = _parse_blocks(config, kernel)
+            else:
+                rb, cb = params.cpu_nt_blocks(op.M, op.N, op.groups, compute_units, cfg)
             grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
             return KERNELS.launch("sgemm_cpu.cl", "sgemm_nt", cfg.options, grid, (1, 1, 1),
                           lambda: _cpu_nt_args(op, rb, cb),
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
                                                              compute_units, cfg),
                           _traffic(op), prod(grid) * params.CPU_NT_ITEM_S / compute_units)
-        cfg = nn_cfg
-        rb, cb = params.cpu_nn_blocks(op.M, op.N, op.groups, compute_units, cfg)
+        if config is not None:
+            rb, cb = _parse_blocks(config, kernel)
+        else:
+            rb, cb = params.cpu_nn_blocks(op.M, op.N, op.groups, compute_units, cfg)
         grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
         return KERNELS.launch("sgemm_cpu.cl", "sgemm_nn", cfg.options, grid, (1, 1, 1),
@@ -272,7 +365,14 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
                                                          compute_units, contiguous, cfg,
                                                          scattered=op.c.cols.ws > 1),
                       _traffic(op), prod(grid) * params.CPU_NN_ITEM_S / compute_units)
-    cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits, compute_units)
+    if config is None:
+        cfg = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits,
+                                compute_units)
+    else:
+        cfg = next((c for c in params.GPU_CONFIGS if _gpu_name(c) == config), None)
+        if cfg is None:
+            raise ValueError(f"no fp32 GPU GEMM tile {config!r}: the tiles are "
+                             + ", ".join(_gpu_name(c) for c in params.GPU_CONFIGS))
     nbs = -(-op.nb // op.splits)
     grid = (-(-op.N // cfg.nwg) * cfg.ndimc, -(-op.M // cfg.mwg) * cfg.mdimc,
             op.groups * op.splits)
