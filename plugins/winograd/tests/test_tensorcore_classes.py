@@ -43,9 +43,16 @@ def test_an_unknown_class_is_refused():
 
 
 def test_they_decline_without_tensor_cores(handle):
+    """PoCL (every CI machine) has none: a Decline that says what is needed; a GPU with
+    tensor cores runs them."""
+    from wticonv.runtime.kit import tensor_cores
+
     p = P(2, 8, 8, 8, 8, 3, 3, pad_h=1, pad_w=1)
     for solver in (f2x3.solver_3xtf32, f4x3.solver_3xtf32, rxs.solver_tf32):
         no = solver.is_applicable(p, handle.device, None)
+        if tensor_cores(handle.device):    # rxs leaves 3x3 stride 1 to f2x3 and f4x3
+            assert no is True if solver is not rxs.solver_tf32 else "f4x3" in no.reason
+            continue
         assert isinstance(no, Decline) and "compute capability 8.0" in no.reason
     assert f2x3.solver.is_applicable(p, handle.device, None) is True
 

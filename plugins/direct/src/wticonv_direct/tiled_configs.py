@@ -29,7 +29,7 @@ __all__ = ["perf_configs", "config_plan", "CPU_MAX_TUNE_SPLITS", "PACK_TUNE_MIN_
 #: CPU backward-weights perf configs split the batch into at most this many parts.
 CPU_MAX_TUNE_SPLITS = 64
 #: CPU fwd/bwd perf configs with the filter packed are offered from this reduction length
-#: (shorter ones gain nothing from packing: the heuristic packs from 256).
+#: (shorter ones gain nothing from packing: the heuristic packs from tiled_plan.PACK_MIN_Q).
 PACK_TUNE_MIN_Q = 64
 
 

@@ -273,7 +273,12 @@ class _GpuPlan:
 
 #: CPU fwd/bwd pack the filter when the reduction has at least PACK_MIN_Q indices and
 #: the positions make at least PACK_MIN_BLOCKS vector blocks (measured, see _cpu_plan).
-PACK_MIN_Q = 256
+#: 144 (256 until 2026-12-07): forward with and without packing, best of 6 interleaved
+#: rounds on a 2-core Zen 4 at N=8, packed / unpacked: ResNet-50's stem (3 -> 64, 7x7
+#: stride 2, a reduction of 147) 0.83, 3x3 layers of 16 channels (144) 0.88 and 0.94,
+#: 5x5 of 8 channels (200) 0.87, 3x3 stride 2 of 24 (216) 0.96, 1x1 of 192 (192) 0.70;
+#: at 128 (1x1 of 128 channels) 0.95 and 1.08.
+PACK_MIN_Q = 144
 PACK_MIN_BLOCKS = 256
 
 

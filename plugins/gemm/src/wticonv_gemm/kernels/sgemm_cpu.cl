@@ -167,8 +167,10 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
 #if GEMM_APACK_ROWS > 0
     float apk[GEMM_APACK_ROWS * APLD]; /* the chunk's rows of A, APLD floats apart */
 #endif
-    const int mfirst = get_global_id(0) * RB * GEMM_MR;
-    /* A's rows are copied where they are contiguous along k and all fit */
+    /* A's rows are copied where they are contiguous along k and all fit. The copy lives
+     * on the stack of the driver's thread, as bp does (glibc gives new threads `ulimit
+     * -s`, 8 MiB on most Linux systems; macOS its secondary threads 512 KiB), so its size
+     * is bounded at build time. */
     const bool packA = GEMM_APACK_ROWS > 0 && a_ks == 1 && RB * GEMM_MR <= GEMM_APACK_ROWS;
     const long T = (long)NB * K;
     for (long t0 = 0; t0 < T; t0 += GEMM_KC) {
@@ -238,15 +240,14 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
                  * from memory were not hidden behind arithmetic: 2 % slower at 1024^3);
                  * every column block then reads the copy. */
                 if (packA && cb == 0) {
-                    for (int r = rb * GEMM_MR; r < (rb + 1) * GEMM_MR; ++r) {
-                        const long arow_ = (long)min(mfirst + r, M - 1) * a_ms;
-                        float *d = apk + r * APLD;
+                    for (int i = 0; i < GEMM_MR; ++i) {
+                        float *d = apk + (rb * GEMM_MR + i) * APLD;
                         for (long t = t0; t < t1;) {
                             long b1, b2;
                             int k0;
                             const int steps = batch_run(t, t1, K, NB2, &b1, &b2, &k0);
                             t += steps;
-                            const __global float *s = Ag + b1 * a_bs + b2 * a_bs2 + arow_ + k0;
+                            const __global float *s = Ag + b1 * a_bs + b2 * a_bs2 + arow[i] + k0;
                             int k = 0;
                             for (; k + VW <= steps; k += VW)
                                 VSTORE(VLOAD(0, s + k), 0, d + k);
