@@ -53,6 +53,8 @@ def test_gpu_names_are_the_tiles():
     ("cpu", "fp32", "t64x64x8", "r<RB>c<CB>"),
     ("cpu", "fp32", "r0c4", "r<RB>c<CB>"),
     ("cpu", "fp32", "r8", "r<RB>c<CB>"),
+    ("cpu", "fp32", "r\u0663c4", "r<RB>c<CB>"),     # an Arabic-Indic 3: not an ASCII digit
+    ("cpu", "fp32", "r4c4 ", "r<RB>c<CB>"),
     ("gpu", "fp32", "r8c8", "t128x128x8"),
     ("gpu", "3xtf32", "t64x64x8", "128x128x64x64x16x8x3"),
 ])

@@ -252,7 +252,8 @@ def _parse_blocks(config: str, kernel: str) -> tuple[int, int]:
     for blocks the kernel cannot take (sgemm_nt: RB x CB at most its GEMM_NT_MAXB)."""
     body = config[1:] if config.startswith("r") else ""
     rb, sep, cb = body.partition("c")
-    if sep and rb.isdigit() and cb.isdigit() and 1 <= int(rb) <= 64 and 1 <= int(cb) <= 64:
+    digits = sep and (rb + cb).isascii() and rb.isdigit() and cb.isdigit()
+    if digits and 1 <= int(rb) <= 64 and 1 <= int(cb) <= 64:
         most = params.CPU_NT_MAX_BLOCKS[0] * params.CPU_NT_MAX_BLOCKS[1]
         if kernel == "sgemm_nn" or int(rb) * int(cb) <= most:
             return int(rb), int(cb)
