@@ -125,6 +125,47 @@ class _BadPerfConfig(_Tunable):
     configs = ["one", "skips"]
 
 
+class _WrongOnGroups(_Tunable):
+    """Its perf config "two" leaves the output unwritten on grouped problems only, which
+    the first problems of the corpus (ungrouped edge shapes) never show."""
+
+    solver_id = "fake.wrong_on_groups"
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace, perf_config):
+        if perf_config != "two" or problem.groups == 1:
+            naive.run(problem, device, tensors, workspace)
+
+
+class _ModifiesInput(_Tunable):
+    """Its perf config "two" computes the right output, then overwrites one of its
+    inputs (an activation a caller still needs)."""
+
+    solver_id = "fake.modifies_input"
+
+    @hookimpl
+    def run(self, problem, device, tensors, workspace, perf_config):
+        import numpy as np
+        import pyopencl as cl
+
+        naive.run(problem, device, tensors, workspace)
+        if perf_config == "two":
+            given = tensors.y if problem.direction == "bwd" else tensors.x
+            cl.enqueue_fill_buffer(device.queue, given, np.float32(0), 0, 4)
+
+
+class _UnstableConfigs(_Tunable):
+    """Lists "two" on every other call only: a tuned record of "two" would be deleted as
+    not offered whenever the next call leaves it out."""
+
+    solver_id = "fake.unstable_configs"
+    calls = itertools.count()
+
+    @hookimpl
+    def perf_configs(self, problem, device):
+        return ["one", "two"] if next(self.calls) % 2 else ["one"]
+
+
 class _DeclinesAll(_Like):
     solver_id = "fake.declines_all"
 
@@ -211,6 +252,8 @@ class _NamesBadly(_Like):
     (_NamesBadly, ["programs"]),
     (_Tunable, []),
     (_BadPerfConfig, ["perf_configs"]),
+    (_WrongOnGroups, ["perf_configs"]),
+    (_ModifiesInput, ["perf_configs"]),
     (_BadWti, ["wti", "guards", "reference", "dynamic", "runs_cleanly", "nan_inf",
                "nan_inf_weights"]),     # set aside in selection: it can be run by none
     (_DeclinesAll, ["wti", "guards", "reference", "dynamic", "runs_cleanly",
@@ -381,3 +424,30 @@ def test_a_fresh_cache_does_not_fail_queries_pure(tmp_path, wticonv_handle):
     report = check_solver("direct.naive", handle, checks=["queries_pure"], examples=1)
     assert report.ok and report.results[0].covered > 0
     assert fresh.get_launch_overhead(wticonv_handle.device.key) is not None
+
+
+@pytest.mark.filterwarnings("ignore::wticonv.SolverWarning")
+def test_the_kit_catches_perf_configs_that_change_between_calls(wticonv_handle):
+    reg = SolverRegistry(load_entry_points=False)
+    reg.register(_UnstableConfigs())
+    h = Handle(wticonv_handle.device, reg)
+    report = check_solver(_UnstableConfigs.solver_id, h, raise_on_failure=False,
+                          checks=["queries_pure"], examples=1)
+    assert not report.ok
+    assert "perf_configs answered ['one'" in report.results[0].message or \
+        "perf_configs answered ['one', 'two']" in report.results[0].message
+
+
+def test_a_tunable_solver_listing_few_perf_configs_gets_a_note(wticonv_handle):
+    """gemm.1x1 lists perf configs (several GEMM blockings) only on problems large enough
+    for them: on the default corpus, one or two; on its own corpus of larger 1x1 layers,
+    every problem, in every direction."""
+    thin = check_solver("gemm.1x1", wticonv_handle, checks=["perf_configs"], examples=1)
+    assert thin.ok
+    if thin.results[0].covered < 5:
+        assert "the perf_configs check ran on" in str(thin)
+    wide = check_solver("gemm.1x1", wticonv_handle, checks=["perf_configs"], examples=1,
+                        corpus=[P(8, 128, 28, 28, 128, 1, 1), P(4, 256, 14, 14, 384, 1, 1),
+                                P(8, 96, 30, 20, 160, 1, 1, stride_h=2, stride_w=2)])
+    if wticonv_handle.device.kind == "cpu":
+        assert wide.ok and wide.results[0].covered >= 5 and wide.notes == [], str(wide)

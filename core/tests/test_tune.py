@@ -16,6 +16,7 @@ from wticonv.measuring.bench import measure
 from wticonv.measuring.find import find
 from wticonv.contract.registry import SolverRegistry
 from wticonv.db.store import Store
+from wticonv.measuring import tune as tune_module
 from wticonv.measuring.tune import tune
 
 #: A small forward problem direct.tiled takes (its CPU perf configs: v16, v8 and, the
@@ -42,7 +43,13 @@ def test_tune_times_every_perf_config_and_immediate_mode_uses_the_fastest(own_ha
     r = next(r for r in results if r.solver_id == TILED)
     assert not r.reason and r.recorded and set(r.times) == set(offered)
     assert all(isinstance(t, float) and t > 0 for t in r.times.values())
-    assert r.default_ms > 0 and r.best_ms == min(*r.times.values(), r.default_ms)
+    assert r.default_ms > 0
+    if r.best_config == "default":      # nothing beat it by MIN_GAIN after the confirmation
+        assert r.best_ms == r.default_ms
+        assert min(r.times.values()) * tune_module.MIN_GAIN > r.default_ms
+    else:
+        assert r.best_ms == r.times[r.best_config] == min(r.times.values())
+        assert r.best_ms * tune_module.MIN_GAIN <= r.default_ms
     assert r.speedup == pytest.approx(r.default_ms / r.best_ms)
     records = h.device.store.get_perf_records(h.device.key)
     after = _tiled(h.select(P))               # tune forgot the remembered selections
@@ -349,3 +356,17 @@ def test_a_tune_under_a_workspace_limit_keeps_a_record_that_needs_more(own_handl
     assert store.get_perf_records(key)[(q.key, "direct.tiled")][1] == "s2"
     (free,) = tune(h, q, solvers=["direct.tiled"], iterations=1)        # no limit: replaced
     assert free.kept == "" and free.recorded
+
+
+def test_a_forced_perf_config_over_the_workspace_limit_says_so(own_handle):
+    """direct.tiled's "+pack" configs need workspace: forced under a limit of 0 bytes,
+    the refusal names the limit, not "not offered"; an unknown name is told how to run
+    the solver's own default."""
+    h = own_handle
+    offered = h.registry.call(TILED, "perf_configs", problem=P, device=h.device,
+                              workspace_limit=None)
+    packed = next(c for c in offered if c.endswith("+pack"))
+    with pytest.raises(SolverNotApplicableError, match="needs more workspace than the limit"):
+        h.select(P, solver=TILED, perf_config=packed, workspace_limit=0)
+    with pytest.raises(SolverNotApplicableError, match="'default' runs the solver's own"):
+        h.select(P, solver=TILED, perf_config="nope")

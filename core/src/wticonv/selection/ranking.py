@@ -78,10 +78,17 @@ def _perf_config(registry: SolverRegistry, v: Verdict, problem: ConvProblem, dev
         v.perf_config, v.perf_source = None, "forced"
         return
     if forced_config is not None:
-        offered = offered_perf_configs(registry, v.solver_id, problem, device, None)
+        offered = offered_perf_configs(registry, v.solver_id, problem, device,
+                                       workspace_limit)
         if forced_config not in offered:
-            raise _NotOffered(f"perf config {forced_config!r} is not offered for this problem "
-                             f"(offered: {', '.join(offered) or 'none'})")
+            if workspace_limit is not None and forced_config in offered_perf_configs(
+                    registry, v.solver_id, problem, device, None):
+                raise _NotOffered(f"perf config {forced_config!r} needs more workspace than "
+                                  f"the limit of {workspace_limit} bytes (offered within it: "
+                                  f"{', '.join(offered) or 'none'})")
+            raise _NotOffered(f"perf config {forced_config!r:.120} is not offered for this "
+                              f"problem (offered: {', '.join(offered) or 'none'}; "
+                              f"{DEFAULT_PERF_CONFIG!r} runs the solver's own default)")
         v.perf_config, v.perf_source = forced_config, "forced"
         return
     v.perf_config, note, source = stored_perf_config(registry, v.solver_id, problem, device,

@@ -60,9 +60,11 @@ def check_hooks(sut: SolverUnderTest) -> int | None:
 
 def check_queries_pure(sut: SolverUnderTest) -> int:
     """On every corpus problem, in every direction: ``is_applicable``, and on the problems
-    it accepts ``workspace_size`` and ``get_wti``, give the same answer twice, build no
-    kernels, and each call takes under :data:`QUERY_BUDGET_S` (the faster of the two
-    calls, per hook and problem: a slow hook is not hidden by quick declines)."""
+    it accepts ``workspace_size``, ``get_wti`` and (tunable solvers) ``perf_configs``, give
+    the same answer twice, build no kernels, and each call takes under
+    :data:`QUERY_BUDGET_S` (the faster of the two calls, per hook and problem: a slow hook
+    is not hidden by quick declines). A perf config listed once and not the next time
+    would have its tuned perf-db record deleted as "not offered"."""
     builds = sut.builds()
 
     def twice(hook: str, p: ConvProblem):
@@ -88,7 +90,9 @@ def check_queries_pure(sut: SolverUnderTest) -> int:
         if not first:
             continue
         accepted += 1
-        for hook in ("workspace_size", "get_wti"):
+        hooks = ("workspace_size", "get_wti") + (
+            ("perf_configs",) if sut.entry.tunable else ())
+        for hook in hooks:
             a, b = twice(hook, p)
             if a != b and not (isinstance(a, float) and isinstance(b, float)
                                and math.isnan(a) and math.isnan(b)):   # NaN: see "wti"
@@ -113,18 +117,16 @@ def check_wti(sut: SolverUnderTest) -> int:
     return len(problems)
 
 
-def _check_reference(sut: SolverUnderTest, p: ConvProblem, seed: int,
-                     perf_config: str | None = None) -> None:
+def _check_reference(sut: SolverUnderTest, p: ConvProblem, seed: int) -> None:
     data = random_data(p, seed)
-    got = sut.run(p, data, perf_config)
+    got = sut.run(p, data)
     given = {k: v for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
     want = reference(p, **given)
     err = float(rms_range(got, want))
     tol = sut.tolerance(p)
     if not err <= tol:
-        config = f" with perf config {perf_config!r}" if perf_config is not None else ""
-        raise CheckFailure(f"{p.key} ({p.describe()}){config}: rms_range {err:.3g} against "
-                           f"the float64 reference, over the solver's tolerance {tol:.3g}")
+        raise CheckFailure(f"{p.key} ({p.describe()}): rms_range {err:.3g} against the "
+                           f"float64 reference, over the solver's tolerance {tol:.3g}")
 
 
 def check_reference(sut: SolverUnderTest) -> int:
@@ -322,32 +324,65 @@ PROGRAMS_PROBLEMS = 6
 
 
 def check_perf_configs(sut: SolverUnderTest) -> int | None:
-    """A tunable solver computes the same result with every perf config it lists: on the
-    first :data:`PERF_CONFIG_PROBLEMS` accepted problems that list any, each perf config
-    matches the float64 reference within the solver's tolerance, as ``reference`` checks
-    its default. ``wticonv tune`` stores the fastest perf config without looking at its
-    results, so a wrong one would otherwise be run by immediate mode. Solvers that are not
-    tunable pass; so does a tunable one that lists no perf config on any accepted problem
-    (nothing to tune there)."""
+    """A tunable solver computes the same result with every perf config it lists, as
+    cleanly as with its default: on up to :data:`PERF_CONFIG_PROBLEMS` accepted problems
+    that list perf configs (every one when there are no more; else spread evenly over
+    them, each direction's largest among them), each perf config matches the float64
+    reference within the solver's tolerance, writes its whole output (which starts as
+    NaN) and leaves its inputs unchanged. ``wticonv tune`` stores the fastest perf config
+    without looking at its results, and immediate mode then runs it on every call.
+    Solvers that are not tunable pass; a tunable one whose perf configs none of the
+    problems list passes on none (the report notes it). Returns the problems covered."""
     if not sut.entry.tunable:
         return None
-    runs = problems = 0
-    for i, p in enumerate(sut.accepted()):
-        configs = sut.query(p).perf_configs or []
-        if not configs:
-            continue
-        for config in configs:
-            _check_reference(sut, p, i, config)
-            runs += 1
-        problems += 1
-        if problems == PERF_CONFIG_PROBLEMS:
-            break
-    return runs
+    listed = [p for p in sut.accepted() if sut.query(p).perf_configs]
+    chosen = _spread(listed, PERF_CONFIG_PROBLEMS)
+    for i, p in enumerate(chosen):
+        data = random_data(p, i)
+        given = {k: v for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
+        want = reference(p, **given)
+        tol = sut.tolerance(p)
+        for config in sut.query(p).perf_configs:
+            where = f"{p.key} ({p.describe()}) with perf config {config!r}"
+            with device_tensors(sut.handle.device, p, data, out_fill=np.nan) as t:
+                sut.handle.run(p, t.tensors, solver=sut.solver_id, allow_tf32=True,
+                               perf_config=config)
+                t.check_output_guards()
+                got = t.output()
+                for k in t.inputs:
+                    if not np.array_equal(t.download(k), data[k]):
+                        raise CheckFailure(f"{where}: the run modified its input {k}")
+            if np.isnan(got).any() and not np.isnan(want).any():
+                raise CheckFailure(f"{where}: {int(np.isnan(got).sum())} output elements "
+                                   "were never written (still NaN)")
+            err = float(rms_range(got, want))
+            if not err <= tol:
+                raise CheckFailure(f"{where}: rms_range {err:.3g} against the float64 "
+                                   f"reference, over the solver's tolerance {tol:.3g}")
+    return len(chosen)
 
 
-#: Accepted problems (of those with perf configs) the ``perf_configs`` check runs every
-#: perf config of.
-PERF_CONFIG_PROBLEMS = 4
+def _spread(problems: list, most: int) -> list:
+    """Up to ``most`` of ``problems``: all when there are no more; else each direction's
+    largest (by direct FLOPs: the perf configs' blockings and splits differ most there)
+    and the rest evenly spaced over the list."""
+    if len(problems) <= most:
+        return list(problems)
+    largest = {}
+    for p in problems:
+        if p.direction not in largest or p.flops > largest[p.direction].flops:
+            largest[p.direction] = p
+    picked = list(largest.values())
+    rest = [p for p in problems if p not in picked]
+    want = most - len(picked)
+    picked += [rest[round(j * (len(rest) - 1) / max(want - 1, 1))] for j in range(want)]
+    return list(dict.fromkeys(picked))
+
+
+#: Most accepted problems (of those that list perf configs) the ``perf_configs`` check
+#: runs every perf config of: the default corpus in every direction (20 shapes x 3),
+#: whole; a larger corpus spread over.
+PERF_CONFIG_PROBLEMS = 60
 
 #: Check name -> function, in run order (test ids use the names).
 CHECKS = {

@@ -47,16 +47,17 @@ class CheckResult:
     covered: int | None = None
 
 
-#: A solver whose reference check ran on fewer problems than this gets a note in its
-#: report: it passed, but on too little to say much (it declines most of the corpus).
+#: A solver whose reference check (or, tunable, perf_configs check) ran on fewer problems
+#: than this gets a note in its report: it passed, but on too little to say much (it
+#: declines most of the corpus, or lists perf configs on few of its problems).
 THIN_COVERAGE = 5
 
 
 @dataclass
 class SolverReport:
     """Every check's result for one solver; ``notes``: what the reader should know beyond
-    pass or fail (a reference check that covered fewer than :data:`THIN_COVERAGE`
-    problems)."""
+    pass or fail (a reference or perf_configs check that covered fewer than
+    :data:`THIN_COVERAGE` problems)."""
 
     solver_id: str
     results: list[CheckResult] = field(default_factory=list)
@@ -184,6 +185,14 @@ def check_solver(solver_id, handle=None, corpus=None, checks=None,
             f"the reference check ran on {ref.covered} problem(s) only: {solver_id} "
             "declines the rest of the corpus and of the drawn problems, so passing says "
             "little; give the kit problems it accepts (check_solver(..., corpus=[...]))")
+    tuned = next((r for r in report.results if r.check == "perf_configs" and r.passed
+                  and r.covered is not None), None)
+    if tuned is not None and tuned.covered < THIN_COVERAGE:
+        report.notes.append(
+            f"the perf_configs check ran on {tuned.covered} problem(s) only: {solver_id} "
+            "lists perf configs on no other problem it accepts here, so few of its perf "
+            "configs were checked; give the kit problems where it lists them "
+            "(check_solver(..., corpus=[...]))")
     if raise_on_failure and not all(r.passed != bool(r.expected) for r in report.results):
         raise CheckFailure(str(report))
     return report

@@ -183,16 +183,14 @@ class SolverUnderTest:
         """The solver's declared ``tolerance`` (or the default)."""
         return declared_tolerance(self.solver_id, self.entry.obj)
 
-    def run(self, problem: ConvProblem, data: dict, perf_config: str | None = None):
-        """The solver's result on host arrays ``data`` (x, w, y as the direction needs),
-        with perf config ``perf_config`` (None: the one immediate mode gives it).
+    def run(self, problem: ConvProblem, data: dict):
+        """The solver's result on host arrays ``data`` (x, w, y as the direction needs).
 
         The output is a sub-buffer with guard regions around it (see ``guards``), so a
         solver that writes past its output fails this check instead of corrupting the test
         process's memory."""
         with device_tensors(self.handle.device, problem, data) as t:
-            self.handle.run(problem, t.tensors, solver=self.solver_id, allow_tf32=True,
-                            perf_config=perf_config)
+            self.handle.run(problem, t.tensors, solver=self.solver_id, allow_tf32=True)
             t.check_output_guards()
             return t.output()
 

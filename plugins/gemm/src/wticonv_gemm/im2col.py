@@ -116,10 +116,13 @@ class Im2colSolver:
     @hookimpl
     def perf_configs(self, problem, device, workspace_limit):
         """The GEMMs' blockings (CPUs) or tiles (GPUs): wticonv_gemm.sgemm.gemm_configs.
-        They leave the workspace as it is."""
+        They leave the workspace as it is, so all fit wherever the solver applies; they
+        are named after the GEMM of the largest chunk whatever the limit, so that a
+        record tuned under a limit stays offered without one (each name runs on the
+        smaller chunks as well)."""
         if self.is_applicable(problem, device, workspace_limit) is not True:
             return []
-        ws = self.workspace_size(problem, device, workspace_limit)
+        ws = self.workspace_size(problem, device, None)
         return list(_configs(problem, kernel_family(device), device.info.compute_units, ws,
                              device.info.vector_width, self.math,
                              self.math != "fp32" and wgmma(device)))

@@ -351,11 +351,12 @@ def perf_configs(ops: list[GemmOp], kind: str, compute_units: int, vector_width:
                  math: str = "fp32", wgmma: bool = False) -> list[str]:
     """The perf configs of a plan whose GEMM ops are ``ops`` (the ``ops`` list of
     :func:`plan_1x1` or :func:`plan_im2col`): the tuning names
-    (:func:`wticonv_gemm.sgemm.gemm_configs`) of its largest GEMM, each run on every GEMM
-    of the plan; empty where there is only one (nothing to tune). The names are the
-    GEMM's: the plan's workspace, chunks and split-K do not depend on them."""
+    (:func:`wticonv_gemm.sgemm.gemm_configs`) of its largest GEMM but the heuristics' own
+    choice (tuning times that as the default; listed too, the same kernel would be timed
+    twice and a record kept for a gain that is only noise), each run on every GEMM of the
+    plan; empty where there is no other (nothing to tune). The names are the GEMM's: the
+    plan's workspace, chunks and split-K do not depend on them."""
     if not ops:
         return []
     main = max(ops, key=lambda op: op.flops)
-    names = gemm_configs(main, kind, compute_units, vector_width, math, wgmma)
-    return names if len(names) > 1 else []
+    return gemm_configs(main, kind, compute_units, vector_width, math, wgmma)[1:]

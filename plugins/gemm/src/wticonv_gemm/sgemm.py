@@ -275,7 +275,8 @@ def gemm_configs(op: GemmOp, kind: str, compute_units: int, vector_width: int = 
                  math: str = "fp32", wgmma: bool = False) -> list[str]:
     """The tuning names of ``op`` on a device of ``kind``: each a ``config`` that
     :func:`gemm_launch` accepts, computing the same C at another speed. Distinct names,
-    the default choice among them; one name (nothing to tune) or more.
+    the heuristics' own choice first (what ``config=None`` runs); one name (nothing to
+    tune) or more.
 
     - CPUs: ``"r<RB>c<CB>"``, the row and column blocks of tiles one work-item takes
       (params.cpu_nn_blocks / cpu_nt_blocks under each of :data:`CPU_NN_TUNE_BLOCKS` or
@@ -299,8 +300,13 @@ def gemm_configs(op: GemmOp, kind: str, compute_units: int, vector_width: int = 
                 names.append(name)
         return names
     if math == "fp32":
-        return [_gpu_name(c) for c in params.GPU_CONFIGS]
-    return [c.label for c in _tc_tiles(math, wgmma)]
+        first = params.gpu_config(op.M, op.N, op.K * op.nb, op.groups * op.splits,
+                                  compute_units)
+        return [_gpu_name(c) for c in (first, *(c for c in params.GPU_CONFIGS
+                                                 if c != first))]
+    first = tensorcore.tc_config(math, op.M, op.N, op.K * op.nb, op.groups * op.splits,
+                                 compute_units, _vec_aligned(op, min_picture=4))
+    return [c.label for c in (first, *(c for c in _tc_tiles(math, wgmma) if c != first))]
 
 
 def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = None,
