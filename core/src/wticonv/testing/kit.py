@@ -53,6 +53,15 @@ class CheckResult:
 THIN_COVERAGE = 5
 
 
+#: Per check whose coverage may be thin, why, and what to do (the note's tail).
+_THIN_NOTES = {
+    "reference": "declines the rest of the corpus and of the drawn problems, so passing "
+                 "says little; give the kit problems it accepts",
+    "perf_configs": "lists perf configs on no other problem it accepts here, so few of its "
+                    "perf configs were checked; give the kit problems where it lists them",
+}
+
+
 @dataclass
 class SolverReport:
     """Every check's result for one solver; ``notes``: what the reader should know beyond
@@ -178,21 +187,12 @@ def check_solver(solver_id, handle=None, corpus=None, checks=None,
         else:
             report.results.append(CheckResult(name, True, "", expected.get(name, ""),
                                               covered if isinstance(covered, int) else None))
-    ref = next((r for r in report.results if r.check == "reference" and r.passed
-                and r.covered is not None), None)
-    if ref is not None and ref.covered < THIN_COVERAGE:
-        report.notes.append(
-            f"the reference check ran on {ref.covered} problem(s) only: {solver_id} "
-            "declines the rest of the corpus and of the drawn problems, so passing says "
-            "little; give the kit problems it accepts (check_solver(..., corpus=[...]))")
-    tuned = next((r for r in report.results if r.check == "perf_configs" and r.passed
+    for check, why in _THIN_NOTES.items():
+        r = next((r for r in report.results if r.check == check and r.passed
                   and r.covered is not None), None)
-    if tuned is not None and tuned.covered < THIN_COVERAGE:
-        report.notes.append(
-            f"the perf_configs check ran on {tuned.covered} problem(s) only: {solver_id} "
-            "lists perf configs on no other problem it accepts here, so few of its perf "
-            "configs were checked; give the kit problems where it lists them "
-            "(check_solver(..., corpus=[...]))")
+        if r is not None and r.covered < THIN_COVERAGE:
+            report.notes.append(f"the {check} check ran on {r.covered} problem(s) only: "
+                                f"{solver_id} {why} (check_solver(..., corpus=[...]))")
     if raise_on_failure and not all(r.passed != bool(r.expected) for r in report.results):
         raise CheckFailure(str(report))
     return report
