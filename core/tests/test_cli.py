@@ -198,3 +198,23 @@ def test_progress_labels_are_text_not_markup():
         assert label.markup is False
         text = label.render(bar._p.tasks[0])
     assert text.plain.rstrip() == "[probe 7, 9/240 s] 64-56-56-3x3"   # padded to 48
+
+
+def test_conv_names_the_perf_config_it_ran(capsys):
+    """A tuned record's perf config shows on the algorithm line (and in --json)."""
+    from wticonv import Handle
+
+    h = Handle()
+    if h.device.kind != "cpu":
+        pytest.skip("direct.tiled's CPU perf configs")
+    version = h.registry.solvers["direct.tiled"].version
+    h.device.store.put_perf_record(h.device.key, KEY, "direct.tiled", version, "v8", 1.0, 2.0)
+    try:
+        rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "direct.tiled")
+        assert rc == 0 and "perf config v8 (perf-db)" in out
+        rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "direct.tiled",
+                         "--json")
+        r = json.loads(out)["results"][0]
+        assert (r["perf_config"], r["perf_source"]) == ("v8", "perf-db")
+    finally:
+        h.device.store.delete_perf_record(h.device.key, KEY, "direct.tiled")

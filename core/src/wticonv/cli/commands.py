@@ -379,6 +379,7 @@ def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
     return {"direction": p.direction, "key": p.key, "solver": m.solver_id,
             "math": m.verdict.math, "allow_tf32": handle.allow_tf32,
             "wti": m.verdict.wti, "workspace": m.workspace, "kernel_ms": ms,
+            "perf_config": m.verdict.perf_config, "perf_source": m.verdict.perf_source,
             "wall_ms": float(np.mean(m.wall_ms)) if m.wall_ms else None,
             "gflops": p.flops / (ms * 1e-3) / 1e9 if ms else None,
             "iterations": cmd.iterations, "verified": m.error is not None, "ok": m.ok,

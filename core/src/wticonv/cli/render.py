@@ -159,8 +159,10 @@ def conv_result(r: dict, wall: bool) -> None:
     if "solver" not in r:
         _out.print(f"{long} FAILED: {r['message']}", soft_wrap=True)
         return
+    tuned = (f", perf config {r['perf_config']} ({r['perf_source']})"
+             if r.get("perf_config") else "")
     _out.print(f"{short} Algorithm: {r['solver']} (WTI {_num(r['wti'], '{:.4g}')}, "
-               f"workspace {r['workspace']} bytes)")
+               f"workspace {r['workspace']} bytes{tuned})", soft_wrap=True)
     _out.print(f"GPU Kernel Time {short} Elapsed: {r['kernel_ms']:.6f} ms (average of "
                f"{r['iterations']}), {_num(r['gflops'], '{:.2f}')} GFLOP/s")
     if wall:

@@ -336,10 +336,11 @@ TF32_REFUSED = ("computes in TF32 (10-bit mantissa), not FP32-accurate: allow_tf
 def _check_arguments(registry: SolverRegistry, workspace_limit, solver, perf_config):
     """:func:`select`'s argument checks (ArgumentError, SolverNotFoundError); returns the
     workspace limit as an int or None."""
-    for name, value in (("solver", solver), ("perf_config", perf_config)):
+    for name, value, example in (("solver", solver, "a solver id such as 'direct.naive'"),
+                                 ("perf_config", perf_config,
+                                  "a name the solver's perf_configs lists, or 'default'")):
         if value is not None and not isinstance(value, str):
-            raise ArgumentError(f"{name}={value!r:.60} must be a string (a solver id such "
-                                "as 'direct.naive', or a perf config), or None")
+            raise ArgumentError(f"{name}={value!r:.60} must be a string ({example}), or None")
     workspace_limit = workspace_limit_arg(workspace_limit)
     if solver is not None:
         entry = registry.get(solver)
