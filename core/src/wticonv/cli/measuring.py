@@ -409,6 +409,7 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
     fastest is stored for this device and used by immediate mode from then on (`wticonv
     explain` shows the perf config and "perf-db"). `wticonv cache --clear` forgets them.
     """
+    from wticonv.measuring.tune import MIN_GAIN
     from wticonv.measuring.tune import tune as tune_problem
 
     check_resume(no_resume, cluster)
@@ -444,11 +445,22 @@ def tune(args, as_json, device, workspace_limit, iterations, time_cap_ms, n, dir
             continue
         if sys.stderr.isatty():
             print("\r".ljust(101), end="\r", file=sys.stderr)
+        declined = [r.solver_id for r in results if r.declined]
+        if declined:    # one line: `wticonv explain` gives each decline's reason
+            click.echo(f"[{i}/{len(problems)}] {p.key}: not applicable: "
+                       f"{', '.join(declined)} (`wticonv explain` says why)")
         for r in results:
+            if r.declined:
+                continue
             if r.reason:
                 click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: {r.reason}")
                 continue
             default = "-" if r.default_ms is None else f"{r.default_ms:.4f} ms"
+            if r.best_config == "default":
+                click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: the default is "
+                           f"fastest, {default} ({len(r.times)} perf config(s) timed; none "
+                           f"faster by {(MIN_GAIN - 1) * 100:.0f} %)")
+                continue
             click.echo(f"[{i}/{len(problems)}] {p.key} {r.solver_id}: best {r.best_config} "
                        f"{r.best_ms:.4f} ms, default {default}"
                        + (f" ({r.speedup:.2f}x)" if r.speedup else "")

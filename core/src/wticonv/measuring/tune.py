@@ -76,6 +76,8 @@ class TuneResult:
         under the limit skip it and run the default), else "".
     reason : str
         Why the solver was not tuned ("" when it was).
+    declined : bool
+        The solver does not apply to the problem (``reason`` is its decline).
     """
 
     solver_id: str
@@ -87,6 +89,7 @@ class TuneResult:
     recorded: bool = False
     kept: str = ""
     reason: str = ""
+    declined: bool = False
 
     @property
     def speedup(self) -> float | None:
@@ -182,7 +185,7 @@ def _tune_one(handle, problem: ConvProblem, sid: str, workspace_limit, iteration
         r.reason = f"{type(e).__name__}: {e}"
         return r
     if not ok:
-        r.reason = getattr(ok, "reason", "not applicable")
+        r.reason, r.declined = getattr(ok, "reason", "not applicable"), True
         return r
     if not configs:
         r.reason = "nothing to tune for this problem"
