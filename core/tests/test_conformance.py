@@ -451,3 +451,18 @@ def test_a_tunable_solver_listing_few_perf_configs_gets_a_note(wticonv_handle):
                                 P(8, 96, 30, 20, 160, 1, 1, stride_h=2, stride_w=2)])
     if wticonv_handle.device.kind == "cpu":
         assert wide.ok and wide.results[0].covered >= 5 and wide.notes == [], str(wide)
+
+
+def test_perf_configs_check_spreads_a_large_corpus():
+    """Over PERF_CONFIG_PROBLEMS problems: each direction's largest, the rest spread, no
+    problem twice; at most that many: all of them, in order."""
+    from wticonv.testing import checks
+
+    many = [P(n, 4, 6, 6, 4, 3, 3).with_direction(d)
+            for n in range(1, 31) for d in ("fwd", "bwd", "wrw")]
+    picked = checks._spread(many, 20)
+    assert len(picked) == len(set(picked)) == 20
+    for d in ("fwd", "bwd", "wrw"):
+        assert P(30, 4, 6, 6, 4, 3, 3).with_direction(d) in picked
+    assert picked[3:] == sorted(picked[3:], key=many.index)     # evenly over the list
+    assert checks._spread(many[:7], 20) == many[:7]
