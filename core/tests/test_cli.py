@@ -93,6 +93,7 @@ def test_cache_command(capsys):
 
 @pytest.mark.parametrize("argv, fragment", [
     (["conv", "-n", "2", "--frobnicate", "1"], "unknown argument(s) --frobnicate 1"),
+    (["conv", "-n", "2", "--perf-config", "v8"], "--perf-config v8 needs -S SOLVER"),
     (["conv", "-n", "x"], "'x' is not an integer"),
     (["conv", "-g", "2"], "groups=2 must divide c=3"),
     (["conv", "-S", "nope.nope", "-n", "1"], "no solver 'nope.nope' is installed"),
@@ -216,5 +217,12 @@ def test_conv_names_the_perf_config_it_ran(capsys):
                          "--json")
         r = json.loads(out)["results"][0]
         assert (r["perf_config"], r["perf_source"]) == ("v8", "perf-db")
+        # --perf-config forces one (over the record), "default" the solver's own
+        rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "direct.tiled",
+                         "--perf-config", "v16")
+        assert rc == 0 and "perf config v16 (forced)" in out
+        rc, out, _ = run(capsys, "conv", *FLAGS, "-F", "1", "-i", "1", "-S", "direct.tiled",
+                         "--perf-config", "default")
+        assert rc == 0 and "perf config" not in out
     finally:
         h.device.store.delete_perf_record(h.device.key, KEY, "direct.tiled")

@@ -347,7 +347,8 @@ def conv(args, as_json, device, workspace_limit) -> int:
     Flags as MIOpenDriver's conv: -n -c -H -W -k -y -x -p -q -u -v -l -j -g for the
     problem; -F 0 all directions (default), 1 fwd, 2 bwd, 4 wrw; -V 1 verify against the
     float64 reference (default); -i iterations (default 10); -t 1 also print wall-clock
-    time; -S SOLVER force a solver id. -b is accepted for compatibility and ignored (the
+    time; -S SOLVER force a solver id, and --perf-config NAME (wticonv's own flag) one of
+    its perf configs ('default': its own). -b is accepted for compatibility and ignored (the
     convolution has no bias term; the Python API adds a bias on the host).
     Exit status 1 if any direction fails verification.
     """
@@ -374,7 +375,8 @@ def conv(args, as_json, device, workspace_limit) -> int:
 
 def _conv_one(handle: Handle, p, cmd, workspace_limit) -> dict:
     m = measure(handle, p, cmd.iterations, verify=cmd.verify,
-                workspace_limit=workspace_limit, solver=cmd.solver, seed=12345678)
+                workspace_limit=workspace_limit, solver=cmd.solver, seed=12345678,
+                perf_config=cmd.perf_config)
     ms = float(np.mean(m.kernel_ms))
     return {"direction": p.direction, "key": p.key, "solver": m.solver_id,
             "math": m.verdict.math, "allow_tf32": handle.allow_tf32,

@@ -68,6 +68,9 @@ class DriverCommand:
     directions_given : bool
         ``-F`` appeared on the command line (otherwise all directions, MIOpenDriver's
         default).
+    perf_config : str or None
+        Perf config of the forced solver, ``--perf-config`` (a wticonv flag, not
+        MIOpenDriver's; needs ``-S``).
     """
 
     problem: ConvProblem
@@ -78,6 +81,7 @@ class DriverCommand:
     solver: str | None = None
     bias: bool = False
     directions_given: bool = False
+    perf_config: str | None = None
 
     @property
     def problems(self) -> list[ConvProblem]:
@@ -113,6 +117,7 @@ def _build_parser() -> _Parser:
             ("-Z", "--tensor_vect", 0), ("-_", "--spatial_dim", 2)):
         add(short, long, type=_positive_int, default=default, dest=long[2:])
     add("-S", "--solution", default=None, dest="solution")
+    add("--perf-config", default=None, dest="perf_config")
     add("-z", "--pad_mode", default="default", dest="pad_mode")
     add("-m", "--mode", default="conv", dest="mode")
     return p
@@ -132,6 +137,10 @@ def _same_pad(size: int, filt: int, stride: int) -> int:
 def _check_flags(ns: argparse.Namespace) -> None:
     """DriverArgsError for a flag value wticonv does not support (naming the flag); sets an
     absent ``-F`` to 0 (all directions)."""
+    if ns.perf_config is not None and ns.solution is None:
+        raise DriverArgsError(f"bad conv arguments: --perf-config {ns.perf_config:.100} needs "
+                              "-S SOLVER: a perf config belongs to one tunable solver "
+                              "(`wticonv tune` times each one's)")
     if ns.mode != "conv":
         raise DriverArgsError(
             f"bad conv arguments: -m {ns.mode} is not supported; only -m conv "
@@ -174,7 +183,8 @@ def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
     if extra:
         raise DriverArgsError(
             f"bad conv arguments: unknown argument(s) {' '.join(extra)}; the conv flags are "
-            "-n -c -H -W -k -y -x -p -q -u -v -l -j -g -F -V -i -t -S -b -z -m "
+            "-n -c -H -W -k -y -x -p -q -u -v -l -j -g -F -V -i -t -S -b -z -m, "
+            "--perf-config "
             "(see 'wticonv conv --help')")
     forw_given = ns.forw is not None
     _check_flags(ns)
@@ -199,7 +209,8 @@ def parse_driver_args(argv: Sequence[str]) -> DriverCommand:
         raise DriverArgsError(f"bad conv arguments: -i {ns.iter} must be at least 1")
     return DriverCommand(problem=problem, directions=_FORW[ns.forw], verify=bool(ns.verify),
                          iterations=ns.iter, time=bool(ns.time), solver=ns.solution,
-                         bias=bool(ns.bias), directions_given=forw_given)
+                         bias=bool(ns.bias), directions_given=forw_given,
+                         perf_config=ns.perf_config)
 
 
 def parse_driver_line(line: str) -> DriverCommand:
