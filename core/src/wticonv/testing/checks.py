@@ -335,14 +335,14 @@ def check_perf_configs(sut: SolverUnderTest) -> int | None:
     problems list passes on none (the report notes it). Returns the problems covered."""
     if not sut.entry.tunable:
         return None
-    listed = [p for p in sut.accepted() if sut.query(p).perf_configs]
-    chosen = _spread(listed, PERF_CONFIG_PROBLEMS)
+    listed = {p: configs for p in sut.accepted() if (configs := sut.query(p).perf_configs)}
+    chosen = _spread(list(listed), PERF_CONFIG_PROBLEMS)
     for i, p in enumerate(chosen):
         data = random_data(p, i)
         given = {k: v for k, v in data.items() if k != OUTPUT_TENSOR[p.direction]}
         want = reference(p, **given)
         tol = sut.tolerance(p)
-        for config in sut.query(p).perf_configs:
+        for config in listed[p]:
             where = f"{p.key} ({p.describe()}) with perf config {config!r}"
             with device_tensors(sut.handle.device, p, data, out_fill=np.nan) as t:
                 sut.handle.run(p, t.tensors, solver=sut.solver_id, allow_tf32=True,

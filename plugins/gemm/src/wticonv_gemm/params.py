@@ -32,6 +32,7 @@ __all__ = ["CpuConfig", "GpuConfig", "CPU_NN", "CPU_NT", "GPU_CONFIGS", "gpu_con
            "cpu_nn_blocks", "blocks_within", "CPU_NN_ITEMS_PER_CU", "CPU_NN_KC",
            "CPU_NN_MAX_BLOCKS",
            "CPU_GATHER_FACTOR", "CPU_SCATTER_FACTOR", "cpu_nt_blocks", "CPU_NT_KC",
+           "CPU_NT_MAX_TILES",
            "CPU_NT_MAX_BLOCKS"]
 
 
@@ -51,7 +52,7 @@ class CpuConfig:
         return (f"-DGEMM_VW={self.vw} -DGEMM_MR={self.mr} -DGEMM_KC={CPU_NN_KC} "
                 f"-DGEMM_APACK_ROWS={CPU_NN_MAX_BLOCKS[0] * self.mr} "
                 f"-DGEMM_NT_MR=4 -DGEMM_NT_NR=4 -DGEMM_NT_KC={CPU_NT_KC} "
-                f"-DGEMM_NT_MAXB={CPU_NT_MAX_BLOCKS[0] * CPU_NT_MAX_BLOCKS[1]}")
+                f"-DGEMM_NT_MAXB={CPU_NT_MAX_TILES}")
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,8 @@ def cpu_nn_blocks(M: int, N: int, groups: int, compute_units: int,
     :data:`CPU_NN_MAX_BLOCKS` that keep at least :data:`CPU_NN_ITEMS_PER_CU` work-items per
     compute unit (the larger of the two halved first, down to one tile), then evened out
     (:func:`_even`: as many blocks, of sizes as equal as can be)."""
-    return _blocks(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
-                   CPU_NN_MAX_BLOCKS)
+    return blocks_within(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
+                         CPU_NN_MAX_BLOCKS)
 
 
 #: Reduction steps per chunk of ``sgemm_nt`` (the kernel's ``GEMM_NT_KC``): per chunk,
@@ -142,14 +143,16 @@ CPU_NT_KC = 256
 #: row tiles and column tiles. Same layers: 4 x 8 and 8 x 8 alike, 4 x 4 up to 1.1x and
 #: 2 x 2 up to 2.3x slower.
 CPU_NT_MAX_BLOCKS = (4, 8)
+#: Most tiles in one sgemm_nt work-item's block (its GEMM_NT_MAXB: private arrays).
+CPU_NT_MAX_TILES = CPU_NT_MAX_BLOCKS[0] * CPU_NT_MAX_BLOCKS[1]
 
 
 def cpu_nt_blocks(M: int, N: int, groups: int, compute_units: int,
                   cfg: CpuConfig = CPU_NT) -> tuple[int, int]:
     """``(RB, CB)``: the row tiles and column tiles of the block one ``sgemm_nt`` work-item
     computes, as :func:`cpu_nn_blocks` chooses them (up to :data:`CPU_NT_MAX_BLOCKS`)."""
-    return _blocks(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
-                   CPU_NT_MAX_BLOCKS)
+    return blocks_within(-(-M // cfg.mr), -(-N // cfg.nr), groups, compute_units,
+                         CPU_NT_MAX_BLOCKS)
 
 
 def blocks_within(mb: int, nb: int, groups: int, compute_units: int,
@@ -159,11 +162,6 @@ def blocks_within(mb: int, nb: int, groups: int, compute_units: int,
     (the larger of the two halved first, down to one tile), then evened out
     (:func:`_even`). :func:`cpu_nn_blocks` and :func:`cpu_nt_blocks` with their limits;
     the GEMM's tuning names (sgemm.gemm_configs) with others."""
-    return _blocks(mb, nb, groups, compute_units, most)
-
-
-def _blocks(mb: int, nb: int, groups: int, compute_units: int,
-            most: tuple[int, int]) -> tuple[int, int]:
     rb, cb = min(mb, most[0]), min(nb, most[1])
     want = CPU_NN_ITEMS_PER_CU * max(1, compute_units)
     while (rb > 1 or cb > 1) and -(-mb // rb) * -(-nb // cb) * groups < want:

@@ -254,13 +254,12 @@ def _parse_blocks(config: str, kernel: str) -> tuple[int, int]:
     rb, sep, cb = body.partition("c")
     digits = sep and (rb + cb).isascii() and rb.isdigit() and cb.isdigit()
     if digits and 1 <= int(rb) <= 64 and 1 <= int(cb) <= 64:
-        most = params.CPU_NT_MAX_BLOCKS[0] * params.CPU_NT_MAX_BLOCKS[1]
-        if kernel == "sgemm_nn" or int(rb) * int(cb) <= most:
+        if kernel == "sgemm_nn" or int(rb) * int(cb) <= params.CPU_NT_MAX_TILES:
             return int(rb), int(cb)
     raise ValueError(f"no GEMM config {config!r} for {kernel} on a CPU: CPU configs are "
                      f"'r<RB>c<CB>', row and column blocks of 1 to 64 per work-item"
-                     + ("" if kernel == "sgemm_nn" else f" (RB x CB at most "
-                        f"{params.CPU_NT_MAX_BLOCKS[0] * params.CPU_NT_MAX_BLOCKS[1]})"))
+                     + ("" if kernel == "sgemm_nn" else
+                        f" (RB x CB at most {params.CPU_NT_MAX_TILES})"))
 
 
 def _gpu_name(cfg: params.GpuConfig) -> str:
@@ -349,22 +348,18 @@ def gemm_launch(op: GemmOp, kind: str, compute_units: int, b_len: int | None = N
     a, b = op.a, op.b
     if kind == "cpu":
         kernel, cfg = _cpu_kernel(op, vector_width)
+        if config is not None:
+            rb, cb = _parse_blocks(config, kernel)
+        else:
+            blocks = params.cpu_nt_blocks if kernel == "sgemm_nt" else params.cpu_nn_blocks
+            rb, cb = blocks(op.M, op.N, op.groups, compute_units, cfg)
+        grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
         if kernel == "sgemm_nt":
-            if config is not None:
-                rb, cb = _parse_blocks(config, kernel)
-            else:
-                rb, cb = params.cpu_nt_blocks(op.M, op.N, op.groups, compute_units, cfg)
-            grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
             return KERNELS.launch("sgemm_cpu.cl", "sgemm_nt", cfg.options, grid, (1, 1, 1),
                           lambda: _cpu_nt_args(op, rb, cb),
                           op.flops, params.cpu_nt_efficiency(op.M, op.N, op.K, op.groups,
                                                              compute_units, cfg),
                           _traffic(op), prod(grid) * params.CPU_NT_ITEM_S / compute_units)
-        if config is not None:
-            rb, cb = _parse_blocks(config, kernel)
-        else:
-            rb, cb = params.cpu_nn_blocks(op.M, op.N, op.groups, compute_units, cfg)
-        grid = (-(-op.M // (cfg.mr * rb)), -(-op.N // (cfg.nr * cb)), op.groups)
         contiguous = b.cols.ws == 1 and (b.cols.P >= cfg.vw or b.cols.P >= op.N)
         return KERNELS.launch("sgemm_cpu.cl", "sgemm_nn", cfg.options, grid, (1, 1, 1),
                       lambda: _cpu_nn_args(op, b_len, rb, cb),
