@@ -4,7 +4,8 @@ on the small-picture layers where the CPU kernels lost most to oneDNN (issue 21;
 docs/performance.md, "channels in the lanes"). The experiment that chose the solver's
 blocks.
 
-    python benchmarks/chanvec_fwd.py [KEY ...] [--rounds 3] [--configs 6x4,12x2,24x1] [--json F]
+    python benchmarks/chanvec_fwd.py [KEY ...] [--rounds 3] [--configs 6x4,12x2,24x1]
+        [--order plan|positions|channels] [--json F]
 
 Rounds are interleaved: per round and layer, ``wticonv.measuring.find.find`` times the
 installed solvers (nothing is recorded; direct.naive, fft.tiled, winograd.fused_f2x3 and
@@ -43,9 +44,12 @@ LAYERS = [
 ]
 
 
-def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: str = ""):
+def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: str = "",
+            kb_fast: bool | None = None):
     """(best ms, max relative error) of the kernel on problem ``p`` (``extra``: more build
-    options); None if K/G is not a multiple of 16*kv."""
+    options; ``kb_fast``: the grid's order, channel blocks first or not, None: as the
+    solver's plan picks it, chanvec_plan.kb_fast); None if K/G is not a multiple of
+    16*kv."""
     import pyopencl as cl
 
     kg, cg = p.k // p.groups, p.c // p.groups
@@ -67,9 +71,16 @@ def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: 
     bx, bw = device.upload(x), device.upload(wp)
     by = device.alloc(4 * p.n * p.k * p.ho * p.wo)
     grid = (-(-(p.n * p.ho * p.wo) // pb), p.k // kb)
+    if kb_fast is None:
+        from wticonv_direct import chanvec_plan
+
+        kb_fast = chanvec_plan.kb_fast(p) if chanvec_plan.block(p) == (pb, kv) else False
+    kb_fast = int(kb_fast)
+    if kb_fast:
+        grid = grid[::-1]
     args = [bx, bw, by] + [np.int32(v) for v in (p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.ho,
                                                   p.wo, p.stride_h, p.stride_w, p.pad_h,
-                                                  p.pad_w, p.groups)]
+                                                  p.pad_w, p.groups, kb_fast)]
     times = []
     for _ in range(iterations + 1):
         ev = prg.chanvec_fwd(device.queue, grid, (1, 1), *args)
@@ -100,6 +111,9 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="6x4,12x2,24x1",
                     help="comma-separated PBxKV, each optionally followed by :NAME=VALUE "
                          "macros joined with + (6x4:CHANVEC_ROWS_CG=0); default 6x4,12x2,24x1")
+    ap.add_argument("--order", choices=("plan", "positions", "channels"), default="plan",
+                    help="the kernel's grid: as the solver's plan orders it (default), "
+                         "position blocks first, or channel blocks first")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -127,7 +141,8 @@ def main(argv=None) -> int:
                 if r.time_ms is not None:
                     best.setdefault((key, r.solver_id), []).append(r.time_ms)
             for pb, kv, extra, name in configs:
-                out = chanvec(handle.device, cache, p, pb, kv, args.iterations, extra)
+                order = {"plan": None, "positions": False, "channels": True}[args.order]
+                out = chanvec(handle.device, cache, p, pb, kv, args.iterations, extra, order)
                 if out is not None:
                     best.setdefault((key, f"chanvec {name}"), []).append(out[0])
                     errors[(key, pb, kv, extra)] = out[1]

@@ -113,6 +113,39 @@ def test_backward_data_matches_the_reference(handle, name):
     assert (f.n, f.c, f.h, f.w, f.k, f.ho, f.wo) == (p.n, p.k, p.ho, p.wo, p.c, p.h, p.w)
 
 
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_channel_blocks_first_match_the_reference(handle, direction, monkeypatch):
+    """chanvec_fwd's grid the other way round (kb_fast: every channel block of a position
+    block in turn), forced on the small cases by lowering the input threshold to 0; the
+    groups-1 cases of more than one channel block take it."""
+    _cpu16(handle)
+    monkeypatch.setattr(chanvec_plan, "KB_FAST_INPUT_BYTES", 0)
+    cases = CASES if direction == "fwd" else BWD_CASES
+    taken = 0
+    for i, p in enumerate(cases.values()):
+        p = p.with_direction(direction)
+        f = chanvec_plan.forward_view(p)
+        _, kv = chanvec_plan.block(p)
+        assert chanvec_plan.kb_fast(f) == (f.groups == 1 and f.k > 16 * kv)
+        taken += chanvec_plan.kb_fast(f)
+        _check_against_the_reference(handle, p, seed=11 + i)
+    assert taken >= 1
+
+
+def test_channel_blocks_first_where_the_input_is_large_and_the_filters_small():
+    """The work order's rule (KB_FAST_*): ResNet-50's 256 -> 512 1x1 stride-2 layer at
+    N=8 (input 25.7 MB, filters 0.5 MB) channel blocks first; its 7x7 layers (input
+    0.8 MB) and the 1024 -> 2048 downsample (filters 8 MB) position blocks first; groups
+    and a single channel block never."""
+    assert chanvec_plan.kb_fast(P(8, 256, 56, 56, 512, 1, 1, stride_h=2, stride_w=2))
+    assert chanvec_plan.kb_fast(P(8, 256, 28, 28, 256, 3, 3, pad_h=1, pad_w=1, stride_h=2,
+                                  stride_w=2))
+    assert not chanvec_plan.kb_fast(P(8, 512, 7, 7, 512, 3, 3, pad_h=1, pad_w=1))
+    assert not chanvec_plan.kb_fast(P(8, 1024, 14, 14, 2048, 1, 1, stride_h=2, stride_w=2))
+    assert not chanvec_plan.kb_fast(P(8, 256, 56, 56, 64, 1, 1))
+    assert not chanvec_plan.kb_fast(P(8, 256, 56, 56, 512, 1, 1, groups=2))
+
+
 def test_backward_data_spreads_inf_only_through_real_taps(handle):
     """An Inf in dy reaches exactly the dx positions of its window (3x3 around it, cut by
     the picture's edge), never a padding tap's."""

@@ -3,6 +3,8 @@ the chunked path, and 64-bit planning of problems too large to allocate."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -339,6 +341,31 @@ def test_gpu_col2im_charges_its_tap_loop():
     assert all(la.efficiency == plan.COL2IM_TAP_EFFICIENCY for la in gpu)
     cpu = [la for la in plan.plan_im2col(p, "cpu", 2, 2**40) if la.kernel == "col2im_cpu"]
     assert cpu and all(la.flops == 0 for la in cpu)
+
+
+@pytest.mark.parametrize("p", [
+    P(1, 128, 7, 7, 64, 3, 3, pad_h=1, pad_w=1),                   # 1152 steps, 49 pixels
+    P(2, 256, 9, 6, 32, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2, groups=2),
+    P(3, 1024, 5, 5, 20, 1, 1),                                     # 1x1, rows of 1024
+    P(1, 130, 6, 7, 17, 3, 3, pad_h=2, pad_w=2, dilation_h=2, dilation_w=2),
+], ids=["3x3", "groups-stride", "1x1", "dilated"])
+def test_cpu_forward_through_the_row_buffer(handle, p):
+    """CPU forward with a long reduction and few pixels (plan.FWD_ROWS_*): im2row, then
+    sgemm_nt reading the filters and each pixel's row along the reduction; against the
+    float64 reference. Its neighbours across either bound keep the column buffer."""
+    assert plan._rows(p, "cpu") and not plan._rows(p, "gpu")
+    kernels = [la.kernel for la in plan.plan_im2col(p, "cpu", 2, 2**40)]
+    assert kernels == ["im2row_cpu", "sgemm_nt"]
+    # one channel a group fewer than the reduction needs
+    short = dataclasses.replace(p, c=p.groups * (-(-plan.FWD_ROWS_MIN_REDUCTION
+                                                   // (p.r * p.s)) - 1))
+    assert not plan._rows(short, "cpu")
+    wide = dataclasses.replace(p, n=plan.FWD_ROWS_MAX_COLUMNS // (p.ho * p.wo) + 1)
+    assert not plan._rows(wide, "cpu")
+    assert [la.kernel for la in plan.plan_im2col(wide, "cpu", 2, 2**40)] == [
+        "im2col_cpu", "sgemm_nn"]
+    if handle.device.kind == "cpu":
+        check(handle, p, "gemm.im2col")
 
 
 @pytest.mark.parametrize("n, ho, expected", [

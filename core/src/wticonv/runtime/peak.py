@@ -13,7 +13,11 @@ Method (kernels in ``kernels/peak.cl``):
   loop count is a kernel argument, raised until one launch lasts at least ``target_ms``;
   the best of 3 launches counts.
 - *bandwidth (bytes/s)*: a float4 copy kernel over a buffer of 64 MiB on CPUs and
-  256 MiB on GPUs (well past the last-level caches); 2 x bytes / time, best of 3.
+  256 MiB on GPUs (well past the last-level caches); 2 x bytes / time, the median of
+  :data:`BANDWIDTH_LAUNCHES` launches after one that warms up the page mappings. (The best
+  of 3 read 57 GB/s once on the 2-core Zen 4 guest where eight further measurements read
+  29.6-33.6: a fresh cache then ranked the solvers that move the most data, Winograd's
+  transforms, 1.8x too fast.)
 - *launch overhead (s)*: the median queued-to-end time of :data:`OVERHEAD_LAUNCHES`
   launches of an empty kernel (``kernels/launch.cl``), each waited for; the seconds every
   launch of a plan costs beyond its work in the WTI models (wticonv.runtime.kit).
@@ -33,12 +37,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from wticonv.contract.protocols import DeviceLike as Device
 
 __all__ = ["measure_device_figures", "measure_bandwidth", "measure_peak_flops",
-           "measure_launch_overhead", "OVERHEAD_LAUNCHES"]
+           "measure_launch_overhead", "OVERHEAD_LAUNCHES", "BANDWIDTH_LAUNCHES"]
 
 #: Launches of the empty kernel whose median is the launch overhead: 200 take about 4 ms
 #: on a CPU through PoCL and 2 ms on a GPU, and their median moved by under 1 us between
 #: runs on the development machines (the constants it replaced were measured so).
 OVERHEAD_LAUNCHES = 200
+#: Timed launches of the copy kernel whose median is the bandwidth (64 MiB each way on a
+#: CPU: about 4 ms a launch at 30 GB/s).
+BANDWIDTH_LAUNCHES = 5
 
 #: Independent float16 chains per work-item, per device kind: 16 keep both FMA pipes of an
 #: AVX-512 core busy (8 measured 30 % less on the development machines' Zen 5 cores); 4
@@ -104,14 +111,13 @@ def measure_bandwidth(device: Device) -> float:
     n4 -= n4 % local
     kernel = cl.Kernel(prg, "stream_copy")
     kernel.set_args(src, dst)
-    best = 0.0
-    for _ in range(4):  # the first launch warms up page mappings
+    rates = []
+    for _ in range(1 + BANDWIDTH_LAUNCHES):
         ev = cl.enqueue_nd_range_kernel(device.queue, kernel, (n4,), (local,))
-        t = _event_seconds(ev)
-        best = max(best, 2.0 * n4 * 16 / t)
+        rates.append(2.0 * n4 * 16 / _event_seconds(ev))
     src.release()
     dst.release()
-    return best
+    return float(np.median(rates[1:]))     # the first warmed up the page mappings
 
 
 def measure_launch_overhead(device: Device, launches: int = OVERHEAD_LAUNCHES) -> float:
