@@ -4,8 +4,9 @@ Kept apart from the hook functions (chanvec.py). The launches are
 :class:`wticonv.runtime.kit.Launch` objects of ``kernels/chanvec.cl``. Forward:
 ``chanvec_pack`` (the filters into the workspace, each block of output channels
 contiguous) and ``chanvec_fwd`` (the convolution; a work-item per block of positions x
-output channels). Backward data at stride 1: ``chanvec_pack_bwd`` (the filters flipped
-and transposed) and ``chanvec_fwd`` on dy (:func:`forward_view`).
+output channels; :func:`kb_fast` orders its grid). Backward data at stride 1:
+``chanvec_pack_bwd_taps`` (the filters flipped and transposed; ``chanvec_pack_bwd`` for
+1x1 filters and those of over 16 taps) and ``chanvec_fwd`` on dy (:func:`forward_view`).
 Backward weights: ``chanvec_pack`` of dy (image by image, each block of
 output channels contiguous per position) and ``chanvec_wrw`` (a work-item per block of
 output channels x input channels of one filter tap; ``chanvec_wrw_slots`` for groups of
@@ -39,6 +40,10 @@ BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: 1 / PACK_BYTES_FACTOR of the bandwidth figure (fitted with direct.chanvec's constants,
 #: wticonv_direct.chanvec).
 PACK_BYTES_FACTOR = 4.0
+#: The same for chanvec_pack_bwd, the element-by-element packing of backward data's
+#: filters of over 16 taps (chanvec_pack_bwd_taps, for 2 to 16 taps, transposes in
+#: registers as chanvec_pack does, and 1x1 filters are copied 16 channels at a time).
+PACK_BWD_BYTES_FACTOR = 4.0
 #: Backward weights: the packed dy of one block of output channels above which the rows
 #: (n, oh) run in chunks, each chunk's packed dy about :data:`WRW_CHUNK_BYTES` (a share of
 #: a core's 1 MiB L2 on the Zen 4 it was tried on): every work-item of a chunk (each tap,
@@ -212,11 +217,18 @@ def plan(problem, efficiency: float) -> list[Launch]:
 
 def _plan_bwd(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]:
     f = forward_view(p)
-    q = (p.k // p.groups) * p.r * p.s
-    pack = KERNELS.launch("chanvec.cl", "chanvec_pack_bwd", opts, (-(-q // 16), p.c // 16),
-                          (1, 1), lambda: ("w", "ws", np.int32(p.c // p.groups),
-                                           np.int32(p.k // p.groups), np.int32(p.r * p.s)),
-                          bytes=int(PACK_BYTES_FACTOR * 8 * p.c * q))
+    kg, rs = p.k // p.groups, p.r * p.s
+    q = kg * rs
+    sizes = (np.int32(p.c // p.groups), np.int32(kg), np.int32(rs))
+    packed = int((PACK_BYTES_FACTOR if rs <= 16 else PACK_BWD_BYTES_FACTOR) * 8 * p.c * q)
+    if 1 < rs <= 16:    # a block of 16 channels' taps transposed in registers
+        pack = KERNELS.launch("chanvec.cl", "chanvec_pack_bwd_taps", opts, (kg, p.c // 16),
+                              (1, 1), lambda: ("w", "ws") + sizes + (np.int64(p.c * q),),
+                              bytes=packed)
+    else:
+        pack = KERNELS.launch("chanvec.cl", "chanvec_pack_bwd", opts,
+                              (-(-q // 16), p.c // 16), (1, 1),
+                              lambda: ("w", "ws") + sizes, bytes=packed)
     return [pack, _fwd(f, p, pb, kv, opts, ("y", "ws", "x"), efficiency)]
 
 

@@ -144,14 +144,56 @@ void chanvec_pack_bwd(__global const float *restrict w, __global float *restrict
     int kk = q0 / RS, tap = q0 % RS;        /* stepped below without a division */
     for (int q = q0; q < min(q0 + 16, Q); ++q) {
         const __global float *src = w0 + (long)kk * Cg * RS - tap;
+        __global float *dst = wp + ((long)b * Q + q) * KB + jb;
+        if (RS == 1) {      /* 1x1 filters: the 16 channels are contiguous */
+            vstore16(vload16(0, src), 0, dst);
+            ++kk;
+            continue;
+        }
         float col[16];
         for (int j = 0; j < 16; ++j)
             col[j] = src[(long)j * RS];
-        vstore16(vload16(0, col), 0, wp + ((long)b * Q + q) * KB + jb);
+        vstore16(vload16(0, col), 0, dst);
         if (++tap == RS) {
             tap = 0;
             ++kk;
         }
+    }
+}
+
+/* chanvec_pack_bwd's packing for filters of 2 to 16 taps (RS <= 16): work-item (kk,
+ * c0 / 16) writes the RS vectors q = kk RS + tap of channels c0 .. c0 + 15, whose source
+ * w[g Kg + kk][c0 % Cg + j][RS - 1 - tap] is the contiguous block of 16 x RS floats from
+ * blk: its 16 channels' runs are loaded as 16 vectors (the RS taps of a channel and what
+ * follows), transposed in registers (UNZIP16) so that vector t holds every channel's tap
+ * t, and written in reverse tap order. A block whose last load would pass the end of w
+ * (W_LEN floats) goes element by element. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void chanvec_pack_bwd_taps(__global const float *restrict w, __global float *restrict wp,
+                           const int Cg, const int Kg, const int RS, const long W_LEN)
+{
+    const int kk = get_global_id(0);
+    const int c0 = get_global_id(1) * 16;
+    const int b = c0 / KB, jb = c0 % KB, g = c0 / Cg;
+    const long blk = ((long)(g * Kg + kk) * Cg + c0 % Cg) * RS;
+    __global float *out = wp + ((long)b * Kg * RS + (long)kk * RS) * KB + jb;
+    if (blk + 15L * RS + 16 <= W_LEN) {
+        float16 t[16], u[16];
+        _Pragma("unroll") for (int j = 0; j < 16; ++j)
+            t[j] = vload16(0, w + blk + (long)j * RS);
+        UNZIP16(t, u)
+        UNZIP16(u, t)
+        UNZIP16(t, u)
+        UNZIP16(u, t)
+        for (int tap = 0; tap < RS; ++tap)
+            vstore16(t[RS - 1 - tap], 0, out + (long)tap * KB);
+        return;
+    }
+    for (int tap = 0; tap < RS; ++tap) {
+        float col[16];
+        for (int j = 0; j < 16; ++j)
+            col[j] = w[blk + (long)j * RS + RS - 1 - tap];
+        vstore16(vload16(0, col), 0, out + (long)tap * KB);
     }
 }
 
