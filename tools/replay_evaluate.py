@@ -32,6 +32,7 @@ import csv
 import math
 import statistics
 import sys
+from typing import NamedTuple
 
 from wticonv.errors import KeyFormatError
 from wticonv.problem.conv import parse_key
@@ -129,7 +130,7 @@ def load(path, kind: str) -> list[dict]:
 
 
 def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=None,
-               vector_width=None, registry=None):
+               vector_width=None, registry=None, launch_overhead=None):
     """The stand-in device a replay predicts on: the figures recorded in the calibration
     rows (``calibrate --csv`` writes kind, compute units, peak, bandwidth and launch
     overhead), overridden by the arguments given; files without them take the arguments
@@ -174,7 +175,8 @@ def device_for(cal_rows, kind=None, compute_units=None, peak=None, bandwidth=Non
     if compute_units is not None and compute_units < 1:
         raise ReplayError(f"--compute-units {compute_units} must be at least 1")
     cu = compute_units or number("compute_units", int)
-    overhead = number("launch_overhead_s", float)
+    overhead = launch_overhead if launch_overhead is not None else number(
+        "launch_overhead_s", float)
     if overhead is not None and not 0 < overhead < 1:
         raise ReplayError(f"launch overhead {overhead:g} s cannot be right: the column "
                           "launch_overhead_s holds seconds per launch (e.g. 1.8e-05)")
@@ -239,15 +241,18 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label="",
     device.store = FitStore(registry, fit_factors(runs),
                             fit_correction(runs, fit_device) if runs else {})
     measured = collections.defaultdict(dict)
+    counts = {}
     for r in eval_rows:
         if r["measured_ms"]:
             measured[r["problem"]][r["solver"]] = float(r["measured_ms"])
+            counts[r["problem"]] = float(r.get("count") or 1)
     unknown = sorted({sid for times in measured.values() for sid in times
                       if sid not in registry.solvers})
     if unknown:
         print(f"{label}: warning: solvers not installed here: {', '.join(unknown)}; cases "
               "they were fastest in score against the others", file=sys.stderr)
     slowdowns, misses, skipped = [], [], collections.Counter()
+    chosen_time = best_time = 0.0
     for key, times in measured.items():
         p = parse_key(key)
         chosen = select(registry, p, device, measured=False).solver_id
@@ -258,6 +263,8 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label="",
         best = min(min(times.values()), t)
         s = t / best
         slowdowns.append(s)
+        chosen_time += counts[key] * t
+        best_time += counts[key] * best
         if s > 1.1:
             misses.append((s, key, chosen, min(times, key=times.get)))
     if skipped:
@@ -270,12 +277,39 @@ def replay(registry, device, cal_rows, eval_rows, verbose=False, label="",
     within = sum(s <= 1.1 for s in slowdowns) / len(slowdowns)
     top1 = sum(s == 1.0 for s in slowdowns) / len(slowdowns)
     mean = statistics.mean(slowdowns)
+    weighted = chosen_time / best_time
     print(f"{label}: {len(slowdowns)} cases, within 10 % {within:.1%}, top-1 {top1:.0%}, "
-          f"mean {mean:.3f}, worst {max(slowdowns):.2f}")
+          f"mean {mean:.3f}, worst {max(slowdowns):.2f}, time-weighted {weighted:.3f}")
     if verbose:
         for s, key, chosen, fastest in sorted(misses, reverse=True):
             print(f"    {s:5.2f} {key} chose {chosen}, fastest {fastest}")
-    return within, mean, misses
+    return Replayed(within, mean, misses, len(slowdowns), max(slowdowns), weighted)
+
+
+class Replayed(NamedTuple):
+    """One evaluation file replayed: the share of its cases within 10 % of the fastest,
+    the mean slowdown, the misses (as :func:`replay` lists them), the cases, the worst
+    slowdown and the time-weighted slowdown (counts from the file's ``count`` column)."""
+
+    within: float
+    mean: float
+    misses: list
+    cases: int
+    worst: float
+    weighted: float
+
+
+def overall(results: list[Replayed]) -> str:
+    """The line over several files (networks): the share within 10 % over all cases, the
+    geometric mean of the time-weighted slowdowns, the worst network, the largest mean
+    and the worst case, the figures of the selection-quality targets."""
+    cases = sum(r.cases for r in results)
+    within = sum(r.within * r.cases for r in results) / cases
+    geo = math.exp(statistics.mean(math.log(r.weighted) for r in results))
+    return (f"overall: {len(results)} files, {cases} cases; within 10 % {within:.1%}, "
+            f"geomean time-weighted {geo:.4f}, worst file {max(r.weighted for r in results):.3f}, "
+            f"largest mean {max(r.mean for r in results):.3f}, "
+            f"worst case {max(r.worst for r in results):.2f}x")
 
 
 def main(argv=None) -> int:
@@ -304,6 +338,9 @@ def main(argv=None) -> int:
                     help="its preferred float vector width, which the CPU kernels' plans "
                          "follow (`wticonv devices --json` shows it; default: the "
                          "calibration's vector_width column, else 16 on CPUs)")
+    ap.add_argument("--launch-overhead", type=float, default=None, metavar="S",
+                    help="seconds each kernel launch costs in the models, e.g. 2e-06 "
+                         "(default: the calibration's launch_overhead_s column)")
     ap.add_argument("--fit-from", default=None, metavar="OTHER_CAL.csv",
                     help="fit the calibration to this file's probes (measured on another "
                          "device, and predicted with its figures) instead, and replay the "
@@ -325,14 +362,17 @@ def main(argv=None) -> int:
                                   "replay an evaluation with its own device's calibration")
         registry = SolverRegistry()
         device = device_for(cal, args.kind, args.compute_units, args.peak, args.bandwidth,
-                            args.vector_width, registry)
+                            args.vector_width, registry, args.launch_overhead)
         fit_rows, fit_device = cal, None
         if args.fit_from:
             fit_rows = load(args.fit_from, "calibration")
-            fit_device = device_for(fit_rows, registry=registry)
-        for path, rows in evaluations:
-            replay(registry, device, [] if args.uncalibrated else fit_rows, rows,
-                   args.verbose, label=path, fit_device=fit_device)
+            fit_device = device_for(fit_rows, registry=registry,
+                                    launch_overhead=args.launch_overhead)
+        results = [replay(registry, device, [] if args.uncalibrated else fit_rows, rows,
+                          args.verbose, label=path, fit_device=fit_device)
+                   for path, rows in evaluations]
+        if len(results) > 1:
+            print(overall(results))
     except ReplayError as e:
         print(f"replay_evaluate: error: {e}", file=sys.stderr)
         return 2

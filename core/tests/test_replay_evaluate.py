@@ -55,8 +55,8 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
     assert tool.device_for(cal_rows).info.vector_width == h.device.info.vector_width
     old = [{k: v for k, v in r.items() if k != "vector_width"} for r in cal_rows]
     assert tool.device_for(old).info.vector_width == tool.RecordingDevice("cpu").info.vector_width
-    within, mean, misses = tool.replay(h.registry, dev, tool._read(tmp_path / "cal.csv"),
-                                       rows, label="test")
+    out = tool.replay(h.registry, dev, tool._read(tmp_path / "cal.csv"), rows, label="test")
+    within, mean = out.within, out.mean
     replayed = {key: tool.select(h.registry, tool.parse_key(key), dev,
                                  measured=False).solver_id for key in chosen}
     assert replayed == chosen
@@ -67,6 +67,15 @@ def test_replay_reproduces_the_evaluations_choices(own_store, monkeypatch, tmp_p
         slowdowns[key] = times[chosen[key]] / min(times.values())
     assert within == pytest.approx(sum(s <= 1.1 for s in slowdowns.values()) / 6)
     assert mean == pytest.approx(sum(slowdowns.values()) / 6)
+    assert out.cases == 6 and out.worst == pytest.approx(max(slowdowns.values()))
+    # every case counted once here: the time-weighted slowdown is the chosen solvers' total
+    # time over the fastest ones'
+    total = {key: min(float(r["measured_ms"]) for r in rows
+                      if r["problem"] == key and r["measured_ms"]) for key in chosen}
+    assert out.weighted == pytest.approx(sum(slowdowns[k] * total[k] for k in chosen)
+                                         / sum(total.values()))
+    line = tool.overall([out, out])
+    assert "12 cases" in line and f"geomean time-weighted {out.weighted:.4f}" in line
 
 
 CAL_HEAD = "problem,direction,solver,predicted_ms,measured_ms,device,kind,compute_units," \
@@ -150,7 +159,7 @@ def test_replay_says_which_cases_it_leaves_out(tmp_path, capsys):
     from wticonv.contract.registry import SolverRegistry
 
     reg = SolverRegistry(disabled=["direct.chanvec"])    # recorded before it existed
-    within, mean, _ = tool.replay(reg, dev, cal, rows, label="vgg16")
+    tool.replay(reg, dev, cal, rows, label="vgg16")
     out = capsys.readouterr()
     assert "27 cases" in out.out and out.err == ""
     some = sorted({r["problem"] for r in rows})[:5]
