@@ -35,14 +35,24 @@ __all__ = ["BLOCKS", "block", "kb_fast", "decline_reason", "forward_view", "work
 #: and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's groups of 32 channels
 #: 12 x 2 at 113-134 GFLOP/s, of 16 channels 12 x 1 at 82-111 (docs/performance.md).
 BLOCKS = ((6, 4), (12, 2), (12, 1))
-#: The packing pass's cost in the WTI model, as bytes moved at the device's bandwidth per
-#: byte packed x 8 (read and written once): chanvec_pack's blocked transpose runs at about
-#: 1 / PACK_BYTES_FACTOR of the bandwidth figure (fitted with direct.chanvec's constants,
-#: wticonv_direct.chanvec).
-PACK_BYTES_FACTOR = 4.0
-#: The same for chanvec_pack_bwd, the element-by-element packing of backward data's
-#: filters of over 16 taps (chanvec_pack_bwd_taps, for 2 to 16 taps, transposes in
-#: registers as chanvec_pack does, and 1x1 filters are copied 16 channels at a time).
+#: The packing passes' cost in the WTI model, as bytes moved at the device's bandwidth per
+#: float packed: 8 (read and written once) x the factor. chanvec_pack (filters forward,
+#: dy in backward weights) transposes 16 x 16 blocks in registers and runs at about the
+#: bandwidth figure: measured alone on a 2-core Zen 4 (PoCL 3.1, 33 GB/s measured), 9.4 MB
+#: of filters (512 x 4608) in 0.39-0.73 ms and 4.2 MB in 0.20-0.26 ms, 0.7-1.3x the
+#: model's time at 1.0 (the element-by-element transpose it replaced took 1.70 and
+#: 0.46-1.02 ms: 4.0 was fitted to it). Replayed on the nine test networks of run -14
+#: (benchmarks/results/evaluate-test-n4-cpu-zen4-14, its own calibration refitted under
+#: each value), 4.0 / 2.0 / 1.0: within 10 % 92.8 / 93.2 / 93.9 %, time-weighted geomean
+#: 1.0130 / 1.0131 / 1.0123, worst case 2.36 / 2.36 / 1.89x.
+PACK_BYTES_FACTOR = 1.0
+#: ... chanvec_pack_bwd_taps (backward data's filters of 2 to 16 taps, transposed in
+#: registers through 16-float runs that hold one channel's taps: 512 x 512 3x3 filters,
+#: 9.4 MB, in 1.1 ms, 1.9x the bandwidth figure's time; 1x1 filters are copied 16
+#: channels at a time, at :data:`PACK_BYTES_FACTOR`) ...
+PACK_TAPS_BYTES_FACTOR = 2.0
+#: ... and chanvec_pack_bwd for filters of over 16 taps (element by element: 4.0 as
+#: fitted with direct.chanvec's constants, wticonv_direct.chanvec).
 PACK_BWD_BYTES_FACTOR = 4.0
 #: Backward weights: the packed dy of one block of output channels above which the rows
 #: (n, oh) run in chunks, each chunk's packed dy about :data:`WRW_CHUNK_BYTES` (a share of
@@ -220,7 +230,9 @@ def _plan_bwd(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]
     kg, rs = p.k // p.groups, p.r * p.s
     q = kg * rs
     sizes = (np.int32(p.c // p.groups), np.int32(kg), np.int32(rs))
-    packed = int((PACK_BYTES_FACTOR if rs <= 16 else PACK_BWD_BYTES_FACTOR) * 8 * p.c * q)
+    factor = (PACK_BYTES_FACTOR if rs == 1 else PACK_TAPS_BYTES_FACTOR if rs <= 16
+              else PACK_BWD_BYTES_FACTOR)
+    packed = int(factor * 8 * p.c * q)
     if 1 < rs <= 16:    # a block of 16 channels' taps transposed in registers
         pack = KERNELS.launch("chanvec.cl", "chanvec_pack_bwd_taps", opts, (kg, p.c // 16),
                               (1, 1), lambda: ("w", "ws") + sizes + (np.int64(p.c * q),),
