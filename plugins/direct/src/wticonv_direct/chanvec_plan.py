@@ -37,19 +37,22 @@ __all__ = ["BLOCKS", "block", "kb_fast", "decline_reason", "forward_view", "work
 BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: The packing passes' cost in the WTI model, as bytes moved at the device's bandwidth per
 #: float packed: 8 (read and written once) x the factor. chanvec_pack (filters forward,
-#: dy in backward weights) transposes 16 x 16 blocks in registers and runs at about the
-#: bandwidth figure: measured alone on a 2-core Zen 4 (PoCL 3.1, 33 GB/s measured), 9.4 MB
-#: of filters (512 x 4608) in 0.39-0.73 ms and 4.2 MB in 0.20-0.26 ms, 0.7-1.3x the
-#: model's time at 1.0 (the element-by-element transpose it replaced took 1.70 and
-#: 0.46-1.02 ms: 4.0 was fitted to it). Replayed on the nine test networks of run -14
-#: (benchmarks/results/evaluate-test-n4-cpu-zen4-14, its own calibration refitted under
-#: each value), 4.0 / 2.0 / 1.0: within 10 % 92.8 / 93.2 / 93.9 %, time-weighted geomean
-#: 1.0130 / 1.0131 / 1.0123, worst case 2.36 / 2.36 / 1.89x.
-PACK_BYTES_FACTOR = 1.0
+#: dy in backward weights) transposes 16 x 16 blocks in registers: on a 2-core Zen 4
+#: (PoCL 3.1, 33 GB/s measured) it packed 9.4 MB of filters (512 x 4608) in 0.39-0.73 ms
+#: timed alone, the source warm in the caches, but in 1.1-1.7 ms within the solver's runs
+#: on a network's layer, the filters cold (2-3x the bandwidth figure's time); the
+#: element-by-element transpose it replaced took 1.70 ms alone, and 4.0 was fitted to it.
+#: Replayed on the nine test networks of run -14 (benchmarks/results/
+#: evaluate-test-n4-cpu-zen4-14, its own calibration refitted under each value), 4.0 /
+#: 2.0 / 1.0: within 10 % 92.8 / 93.2 / 93.9 %, time-weighted geomean 1.0130 / 1.0131 /
+#: 1.0123, worst case 2.36 / 2.36 / 1.89x; but at 1.0 the refitted calibration put
+#: chanvec on ResNet-50's 512 -> 512 3x3 layer at N=1, where its packing is a third of its
+#: 3.6 ms, against gemm.im2col's 1.7-2.1 ms: 2.0, as measured in place.
+PACK_BYTES_FACTOR = 2.0
 #: ... chanvec_pack_bwd_taps (backward data's filters of 2 to 16 taps, transposed in
 #: registers through 16-float runs that hold one channel's taps: 512 x 512 3x3 filters,
-#: 9.4 MB, in 1.1 ms, 1.9x the bandwidth figure's time; 1x1 filters are copied 16
-#: channels at a time, at :data:`PACK_BYTES_FACTOR`) ...
+#: 9.4 MB, in 1.1 ms within the solver's runs, 1.9x the bandwidth figure's time; 1x1
+#: filters are copied 16 channels at a time, at :data:`PACK_BYTES_FACTOR`) ...
 PACK_TAPS_BYTES_FACTOR = 2.0
 #: ... and chanvec_pack_bwd for filters of over 16 taps (element by element: 4.0 as
 #: fitted with direct.chanvec's constants, wticonv_direct.chanvec).
