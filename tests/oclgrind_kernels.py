@@ -141,6 +141,20 @@ def problems() -> dict[str, Case]:
             P(2, 8, 5, 4, 64, 3, 3, pad_h=1, pad_w=1), ("direct.chanvec",),
             settings=(("wticonv_direct.chanvec_plan", "WRW_CHUNK_ABOVE_BYTES", 0),
                       ("wticonv_direct.chanvec_plan", "WRW_CHUNK_BYTES", 1))),
+        # backward data's flipped filters of one tap (copied 16 channels at a time) and
+        # of over 16 taps (element by element): chanvec_pack_bwd
+        "chanvec 1x1, 16 channels": Case(P(1, 16, 3, 3, 16, 1, 1), ("direct.chanvec",)),
+        "chanvec 5x5 pad 2, 16 channels": Case(P(1, 16, 4, 3, 16, 5, 5, pad_h=2, pad_w=2),
+                                               ("direct.chanvec",)),
+        # chanvec_fwd's grid the other way round (channel blocks first), forced on a small
+        # input; gemm.im2col's forward through the row buffer and sgemm_nt, forced on a
+        # short reduction
+        "chanvec channel blocks first": Case(
+            P(1, 8, 4, 3, 128, 3, 3, pad_h=1, pad_w=1, stride_w=2), ("direct.chanvec",),
+            settings=(("wticonv_direct.chanvec_plan", "KB_FAST_INPUT_BYTES", 0),)),
+        "im2col forward through the row buffer": Case(
+            P(2, 6, 5, 4, 10, 3, 3, pad_h=1, pad_w=1), ("gemm.im2col",),
+            settings=(("wticonv_gemm.plan", "FWD_ROWS_MIN_REDUCTION", 1),)),
     }
 
 
