@@ -86,6 +86,14 @@ OTHER_VALUES = {"calibration": {"factor": 1.0, "probes": 3},
 GOOD = _rec(solver="gemm.im2col", problem=K2)
 BAD = {
     "bad JSON": ('{"kind": "find-db", "device": ', "not valid JSON"),
+    # Python's json refuses these with a plain ValueError and a RecursionError
+    "an integer of 5000 digits": ('{"runs": ' + "1" * 5000 + "}",
+                                  "not valid JSON (Exceeds the limit (4300 digits)"),
+    "nested too deep": ("[" * 200000 + "]" * 200000, "not valid JSON (nested too deep)"),
+    "a time no kernel takes": (_rec(values={"time_ms": 5e-324}),
+                               "values.time_ms = 5e-324 is not a time a kernel takes"),
+    "a time of years": (_rec(values={"time_ms": 1e308}),
+                        "values.time_ms = 1e+308 is not a time a kernel takes"),
     "unknown kind": (_rec(kind="findb"), "unknown kind \"findb\": the kinds are find-db"),
     "bad device key": (_rec(device="H200"), "is not a device key: platform|device name"),
     "pattern without the three parts": (_rec(device="NVIDIA H*"),

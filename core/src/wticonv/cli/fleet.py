@@ -120,11 +120,13 @@ class FleetProgress:
             self._live.__exit__(*exc)
 
 
-def finish(report, as_json: bool, payload: dict) -> int:
+def finish(report, as_json: bool, payload: dict, keeps_parts: bool = True) -> int:
     """Print the report's refused workers (once each), failures (alike ones on one line
     per device) and resumed counts on stderr, each naming the device, and the JSON
     ``payload`` with them under ``--json``; the exit status (130 interrupted, 1 a task
-    failed or a worker was refused, else 0)."""
+    failed or a worker was refused, else 0). ``keeps_parts``: whether what finished before
+    an interruption was stored (find, tune and evaluate merge each task's records;
+    calibrate stores its fit only at the end)."""
     failures = [{"device": report.device_name(r), "resource": r, "task": label,
                  "reason": why} for r, label, why in report.failures]
     if as_json:
@@ -145,7 +147,9 @@ def finish(report, as_json: bool, payload: dict) -> int:
         print(f"wticonv: failed on {device}: {what}: {reason}", file=sys.stderr)
     if report.interrupted:
         print("wticonv: interrupted; what finished was merged, run the command again to "
-              "do the rest", file=sys.stderr)
+              "do the rest" if keeps_parts else "wticonv: interrupted; nothing was stored "
+              "(a calibration is fitted once all its probes are in): run it again",
+              file=sys.stderr)
         return 130
     return 1 if failures or report.refused else 0
 

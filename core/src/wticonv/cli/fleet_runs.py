@@ -170,4 +170,4 @@ def calibrate_on(cluster, device, as_json, n, budget_s, csv_path) -> int:
         _write_output(write_all, csv_path, "--csv", as_json)
     if not report.factors and not report.interrupted:
         print("wticonv: no device was calibrated", file=sys.stderr)
-    return finish(report, as_json, {"calibrations": out})
+    return finish(report, as_json, {"calibrations": out}, keeps_parts=False)

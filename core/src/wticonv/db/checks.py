@@ -209,6 +209,12 @@ def device_matches(device_key: str, pattern: str) -> bool:
                                      and fnmatch.fnmatchcase(device_key, pattern))
 
 
+#: The range a measured time (ms) in an imported record may take: a kernel launch takes
+#: well over a nanosecond and no timed run of find or tune a day; a time outside it (5e-324
+#: from a damaged file) would otherwise win every ranking it enters.
+TIME_MS_RANGE = (1e-6, 86_400_000.0)
+
+
 def _number(v, what: str, positive: bool) -> float:
     try:
         ok = not isinstance(v, bool) and isinstance(v, (int, float)) \
@@ -220,6 +226,11 @@ def _number(v, what: str, positive: bool) -> float:
                        + ("positive " if positive else "") + "finite number"
                        + (" of ms" if what.endswith("_ms") else "")
                        + ": give the measured figure, or remove the record")
+    lo, hi = TIME_MS_RANGE
+    if what.endswith("_ms") and not lo <= float(v) <= hi:
+        raise BadInput(f"values.{what} = {json.dumps(v)[:40]} is not a time a kernel takes "
+                       f"(from {lo:g} ms to {hi:g} ms, a day): a damaged record? give the "
+                       "measured figure, or remove the record")
     return float(v)
 
 

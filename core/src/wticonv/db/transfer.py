@@ -178,9 +178,15 @@ def read_db(source, patterns: bool = False, versions: Mapping[str, str] | None =
             continue
         try:
             obj = json.loads(text)
-        except ValueError as e:
-            error = (f"not valid JSON ({e.msg} at column {e.colno}): each line is one JSON "
-                     "object; fix the line or remove it")
+        except (ValueError, RecursionError) as e:
+            # JSONDecodeError has a message and a column; Python refuses integers of over
+            # 4300 digits with a plain ValueError, nesting past its recursion limit with a
+            # RecursionError
+            why = (f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError)
+                   else "nested too deep" if isinstance(e, RecursionError)
+                   else str(e).split(";")[0][:100])
+            error = (f"not valid JSON ({why}): each line is one JSON object; fix the line "
+                     "or remove it")
             if header is None:
                 raise DbFileError(f"{name}: line {number}: {error}", name,
                                   [BadRecord(number, error)]) from None
@@ -342,8 +348,8 @@ def export_db(store, target, devices: Iterable[str] | None = None,
     if not records and not force and target != "-" and Path(target).exists():
         raise DbFileError(f"no record matched (of {len(keys)} device(s) with records, kinds "
                           f"{', '.join(kinds)}): {target} exists and is left as it was; an "
-                          "empty export would replace it with a header alone (force=True, "
-                          "`--force`, writes it all the same)", str(target))
+                          "empty export would replace it with a header alone (`--force` on the "
+                          "command line, force=True in Python, writes it all the same)", str(target))
     _write(format_db(records, comment, measured_on), target)
     counts = {k: sum(r.kind == k for r in records) for k in KINDS if k in kinds}
     return {"records": counts, "devices": sorted({r.device for r in records}),

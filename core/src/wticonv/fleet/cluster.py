@@ -55,8 +55,8 @@ def require_distributed():
     try:
         import distributed
     except ImportError as e:
-        raise FleetError(f"--cluster needs Dask's distributed scheduler, which is not "
-                         f"installed ({e}): {INSTALL_HINT}") from None
+        raise FleetError(f"a fleet (--cluster, `wticonv worker`) needs Dask's distributed "
+                         f"scheduler, which is not installed ({e}): {INSTALL_HINT}") from None
     return distributed
 
 

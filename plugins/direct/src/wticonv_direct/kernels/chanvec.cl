@@ -15,7 +15,8 @@
  *   image: dyp[n][block][oh][ow][16*KV];
  * - chanvec_fwd: the convolution, reading x, wp and writing y (NCHW); backward data at
  *   stride 1 is chanvec_fwd on dy with the filters flipped and transposed
- *   (chanvec_pack_bwd), written into dx;
+ *   (chanvec_pack_bwd_taps for 2 to 16 taps, chanvec_pack_bwd for the others), written
+ *   into dx;
  * - chanvec_wrw: backward weights, reading x and dyp and writing dw: a work-item
  *   computes 16*KV output channels x PB input channels of one filter tap (r, s),
  *   summing over every position (n, oh, ow) whose tap falls inside the picture;
@@ -89,7 +90,8 @@
  * UNZIP16); the last run of a row, cut short by CRS, goes element by element. On a 2-core
  * Zen 4 (PoCL 3.1), best of 15: K x CRS = 2048 x 512 0.46 -> 0.18 ms, 512 x 2048 1.02 ->
  * 0.21 ms, 1024 x 512 0.48 -> 0.09 ms against element by element (a copy of as many
- * bytes: 0.05-0.10 ms); 512 x 4608 (9.4 MB, past the caches) 1.70 -> 1.1-1.3 ms. */
+ * bytes: 0.05-0.10 ms); 512 x 4608 (9.4 MB) 1.70 -> 0.39-0.73 ms (1.1-1.7 ms within the
+ * solver's runs on a network's layer, the filters cold). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void chanvec_pack(__global const float *restrict w, __global float *restrict wp,
                   const int K, const int CRS)
