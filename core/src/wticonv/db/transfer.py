@@ -349,7 +349,8 @@ def export_db(store, target, devices: Iterable[str] | None = None,
         raise DbFileError(f"no record matched (of {len(keys)} device(s) with records, kinds "
                           f"{', '.join(kinds)}): {target} exists and is left as it was; an "
                           "empty export would replace it with a header alone (`--force` on the "
-                          "command line, force=True in Python, writes it all the same)", str(target))
+                          "command line, force=True in Python, writes it all the same)",
+                          str(target))
     _write(format_db(records, comment, measured_on), target)
     counts = {k: sum(r.kind == k for r in records) for k in KINDS if k in kinds}
     return {"records": counts, "devices": sorted({r.device for r in records}),
