@@ -5,6 +5,8 @@
 - :mod:`~wticonv.db.records`: validation of the records read back;
 - :mod:`~wticonv.db.checks`: the records of a database file, their checks, and the units
   an import takes whole;
+- :mod:`~wticonv.db.reading`: reading a ``wticonv-db`` file, its header and its records
+  checked, bad lines reported;
 - :mod:`~wticonv.db.transfer`: the ``wticonv-db`` text format (JSON lines), export and
   import (``wticonv db export`` / ``import``);
 - :mod:`~wticonv.db.system`: system databases, read-only records shipped by

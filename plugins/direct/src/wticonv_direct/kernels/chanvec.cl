@@ -82,12 +82,15 @@
         }                                                                                 \
     }
 
+/* The 16 x 16 transpose of T (U: scratch): four UNZIP16 passes, the result back in T. */
+#define TRANSPOSE16(T, U) { UNZIP16(T, U) UNZIP16(U, T) UNZIP16(T, U) UNZIP16(U, T) }
+
 /* wp[b][q][j] = w[b * KB + j][q] (q = (c, r, s)): a work-item packs a block of KB output
  * channels x 16 reduction indices, 16 channels at a time, reading 16 runs of 16
  * contiguous filters and writing 16 vectors of 16 channels, so that it writes KB x 16
  * contiguous floats (a transpose element by element reads one cache line per element).
  * Full runs are loaded as 16 vectors and transposed in registers (four shuffle passes,
- * UNZIP16); the last run of a row, cut short by CRS, goes element by element. On a 2-core
+ * TRANSPOSE16); the last run of a row, cut short by CRS, goes element by element. On a 2-core
  * Zen 4 (PoCL 3.1), best of 15: K x CRS = 2048 x 512 0.46 -> 0.18 ms, 512 x 2048 1.02 ->
  * 0.21 ms, 1024 x 512 0.48 -> 0.09 ms against element by element (a copy of as many
  * bytes: 0.05-0.10 ms); 512 x 4608 (9.4 MB) 1.70 -> 0.39-0.73 ms (1.1-1.7 ms within the
@@ -108,10 +111,7 @@ void chanvec_pack(__global const float *restrict w, __global float *restrict wp,
             float16 t[16], u[16];
             _Pragma("unroll") for (int j = 0; j < 16; ++j)
                 t[j] = vload16(0, src + (long)j * CRS);
-            UNZIP16(t, u)
-            UNZIP16(u, t)
-            UNZIP16(t, u)
-            UNZIP16(u, t)
+            TRANSPOSE16(t, u)
             _Pragma("unroll") for (int q = 0; q < 16; ++q)
                 vstore16(t[q], 0, out + (long)q * KB + jb);
         } else {
@@ -167,7 +167,7 @@ void chanvec_pack_bwd(__global const float *restrict w, __global float *restrict
  * c0 / 16) writes the RS vectors q = kk RS + tap of channels c0 .. c0 + 15, whose source
  * w[g Kg + kk][c0 % Cg + j][RS - 1 - tap] is the contiguous block of 16 x RS floats from
  * blk: its 16 channels' runs are loaded as 16 vectors (the RS taps of a channel and what
- * follows), transposed in registers (UNZIP16) so that vector t holds every channel's tap
+ * follows), transposed in registers (TRANSPOSE16) so that vector t holds every channel's tap
  * t, and written in reverse tap order. A block whose last load would pass the end of w
  * (W_LEN floats) goes element by element. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
@@ -183,10 +183,7 @@ void chanvec_pack_bwd_taps(__global const float *restrict w, __global float *res
         float16 t[16], u[16];
         _Pragma("unroll") for (int j = 0; j < 16; ++j)
             t[j] = vload16(0, w + blk + (long)j * RS);
-        UNZIP16(t, u)
-        UNZIP16(u, t)
-        UNZIP16(t, u)
-        UNZIP16(u, t)
+        TRANSPOSE16(t, u)
         for (int tap = 0; tap < RS; ++tap)
             vstore16(t[RS - 1 - tap], 0, out + (long)tap * KB);
         return;
