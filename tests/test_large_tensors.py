@@ -73,6 +73,7 @@ INT32_PRODUCTS = {
     "sgemm": ["min(NB, NBS) * ((K + GEMM_KWG - 1) // GEMM_KWG)", "NB + NBS",
               "K + GEMM_KWG"],
     "filter_transform": ["O * I", "P * I"],
+    "filter_transform_vec": ["O * ((I + WINO_VW - 1) // WINO_VW)", "I + WINO_VW"],
     "filter_grad_transform": ["O * I", "P * I"],
     "input_transform": _WINO_T + ["P * I", "sh * (th * WINO_MH + WINO_MH + WINO_RH) + H"],
     "output_transform": _WINO_T, "grad_transform": _WINO_T,

@@ -96,11 +96,13 @@ def defaults(dev: dict, model: str | None = None) -> tuple[str, str | None]:
     return _slug(dev["name"]), None
 
 
-def refit(key: str, files: list[str], cache_dir: str) -> int:
+def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = ()) -> int:
     """Fit a calibration (factors and learned corrections) to the probe runs of ``files``
     (`wticonv calibrate --csv`, all of one device) with the installed solvers' models,
     predicted on a stand-in with the device figures the files record, and store it for
-    device ``key`` in the cache ``cache_dir``. Returns the number of probe runs fitted.
+    device ``key`` in the cache ``cache_dir``. ``stale``: solver ids (or id prefixes such as
+    ``winograd.``) whose kernels changed after every file but the last was measured: their
+    runs are taken from the last file only. Returns the number of probe runs fitted.
 
     Raises SystemExit (with the reason) for files of several devices or none usable."""
     sys.path.insert(0, str(REPO / "tools"))
@@ -111,8 +113,9 @@ def refit(key: str, files: list[str], cache_dir: str) -> int:
 
     rows = []
     try:
-        for f in files:
-            rows += rp.load(f, "calibration")
+        for i, f in enumerate(files):
+            rows += [r for r in rp.load(f, "calibration")
+                     if i == len(files) - 1 or not str(r.get("solver")).startswith(stale)]
     except rp.ReplayError as e:
         raise SystemExit(f"make_system_db: {e}") from None
     names = {r.get("device") for r in rows}
@@ -163,7 +166,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="refit from these recorded probes (`wticonv calibrate --csv`) "
                          "instead of calibrating; DEVICE is then the device key "
                          "(platform|name|driver version) the records serve")
+    ap.add_argument("--stale", action="append", default=[], metavar="SOLVER",
+                    help="with --refit: a solver id or id prefix (e.g. winograd.) whose "
+                         "kernels changed since all but the last --refit file were measured: "
+                         "its runs come from the last file only (repeatable)")
     args = ap.parse_args(argv)
+    if args.stale and not args.refit:
+        ap.error("--stale goes with --refit")
     if args.no_calibrate and not args.cache:
         ap.error("--no-calibrate needs --cache: a fresh cache holds no calibration")
     if args.refit:
@@ -200,7 +209,7 @@ def _export_refit(args, argv) -> int:
     key = args.device
     out = OUT_DIR / f"{args.name}.jsonl"
     with tempfile.TemporaryDirectory(prefix="wticonv-sysdb-") as tmp:
-        n = refit(key, args.refit, tmp)
+        n = refit(key, args.refit, tmp, tuple(args.stale))
         export = _export_command(out, key, None if args.match == "exact" else args.match)
         comment = (f"tools/make_system_db.py {shlex.join(argv or sys.argv[1:])}: refitted "
                    f"to {n} recorded probe runs with this checkout's models, then wticonv "

@@ -229,6 +229,43 @@ def test_gpu_plans_run_correctly_on_any_device(handle, p, direction):
     assert rms_range(result, reference(q, **given)) <= 2e-5
 
 
+@pytest.mark.parametrize("solver, p", [
+    (f2x3, P(2, 19, 9, 9, 7, 3, 3, pad_h=1, pad_w=1)),
+    (f4x3, P(2, 35, 9, 9, 5, 3, 3, pad_h=1, pad_w=1, direction="bwd")),
+    (f4x3, P(1, 16, 8, 8, 3, 3, 3, groups=1, pad_h=1, pad_w=1)),
+    (f2x3, P(2, 12, 9, 9, 8, 3, 3, groups=2, pad_h=1, pad_w=1, direction="bwd")),
+    (rxs, P(2, 21, 9, 9, 6, 5, 5, pad_h=2, pad_w=2)),
+    (rxs, P(2, 17, 10, 10, 4, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2)),
+], ids=lambda v: v.key if isinstance(v, ConvProblem) else None)
+def test_cpu_filter_transform_matches_the_gpu_one_bit_for_bit(handle, solver, p):
+    """winograd_cpu.cl's filter_transform_vec (vectors across input channels, CPU plans)
+    writes exactly the U that winograd.cl's filter_transform (GPU plans) writes: same
+    layout and the same products in the same order, channel tails, groups, flipped filters
+    (backward data), pieces of larger filters and stride-2 phases included, NaN and Inf
+    carried alike."""
+    from wticonv.runtime import kit
+    from wticonv_winograd.base import _pieces_buffer
+
+    v = solver.covers(p)
+    dev = handle.device
+    rng = np.random.default_rng(7)
+    w = rng.uniform(-1, 1, p.w_shape).astype(np.float32)
+    w.flat[5], w.flat[-3] = np.nan, np.inf
+    geo = wplan.geometry(p, v)
+    u_floats = v.positions * geo.groups * geo.O * len(geo.pieces) * geo.I
+    got = {}
+    for kind in ("cpu", "gpu"):
+        layout = wplan.workspace_layout(p, v, kind, 2, 2**30)
+        first = wplan.plan(p, v, kind, 2, layout)[0]
+        assert first.kernel == ("filter_transform_vec" if kind == "cpu" else "filter_transform")
+        bufs = {"w": dev.upload(w), "ws": dev.alloc(layout.bytes),
+                "pc": _pieces_buffer(dev, p, v)}
+        kit.enqueue(dev, [first], bufs)
+        got[kind] = dev.download(bufs["ws"], (layout.floats,))[layout.u_off:u_floats]
+    assert np.isnan(got["gpu"]).any() and np.isinf(got["gpu"]).any()
+    np.testing.assert_array_equal(got["cpu"], got["gpu"])
+
+
 def test_fused_declines_backward_weights_and_needs_no_workspace(handle):
     q = P(2, 16, 12, 12, 16, 3, 3, pad_h=1, pad_w=1)
     v = fused.is_applicable(q.with_direction("wrw"), handle.device, None)
@@ -305,7 +342,7 @@ def test_kernel_files_share_the_transform_header():
     from wticonv_winograd.plan import KERNELS
 
     kernel_source = KERNELS.source
-    for name in ("winograd.cl", "fused.cl"):
+    for name in ("winograd.cl", "winograd_cpu.cl", "fused.cl"):
         src = kernel_source(name)
         assert not [ln for ln in src.splitlines() if ln.lstrip().startswith("#include")]
         assert src.count("static inline void wino_input_tile(") == 1

@@ -6,4 +6,4 @@ filters in 3-tap pieces, 3x3 stride 2 forward in phases) and ``winograd.fused_f2
 transforms.py; the batched multiply is wticonv-gemm's SGEMM.
 """
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"

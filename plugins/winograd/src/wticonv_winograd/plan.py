@@ -38,6 +38,8 @@ _F32 = 4
 #: against 4.2 TB/s for a copy, so 1x.
 TRANSFORM_COST = {"cpu": 3, "gpu": 1}
 _SRC = "winograd.cl"
+#: CPU-only kernels (explicit vectors, work-groups of one); GPUs never build this file.
+_SRC_CPU = "winograd_cpu.cl"
 #: The plugin's kernel files (kernels/*.cl, with kernels/winograd_common.h spliced in).
 KERNELS = KernelLibrary("wticonv_winograd")
 _LOCAL = {"cpu": 64, "gpu": 256}
@@ -283,8 +285,14 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
         else:  # flipped and transposed: w'[c][k][r][s] = w[k][c][R-1-r][S-1-s]
             wbase, so, si, sr, ss = (p.r - 1) * p.s + p.s - 1, p.r * p.s, O * p.r * p.s, -p.s, -1
         wgs = O * I * p.r * p.s
-        out.append(KERNELS.launch(_SRC, "filter_transform", opts,
-                          (_round(O * I, local), P, G), (local, 1, 1),
+        if kind == "cpu":  # vectors across the filters, one work-item each (winograd_cpu.cl)
+            vw = _cpu_vector(vector_width)
+            file, kernel = _SRC_CPU, "filter_transform_vec"
+            fopts, fglobal, flocal = f"{opts} -DWINO_VW={vw}", (O * -(-I // vw), P, G), (1, 1, 1)
+        else:
+            file, kernel = _SRC, "filter_transform"
+            fopts, fglobal, flocal = opts, (_round(O * I, local), P, G), (local, 1, 1)
+        out.append(KERNELS.launch(file, kernel, fopts, fglobal, flocal,
                           lambda: ("w", "ws", i64(layout.u_off), i32(O), i32(I), i32(G),
                                    i32(P), i32(p.r), i32(p.s), i64(wbase), i64(wgs), i64(so),
                                    i64(si), i64(sr), i64(ss), "pc"),
@@ -352,6 +360,12 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                                    i32(P), i32(p.r), i32(p.s), "pc"),
                           bytes=cost * (A * G * O * PI + G * O * I * p.r * p.s)))
     return out
+
+
+def _cpu_vector(vector_width: int) -> int:
+    """Filters per work-item of the CPU filter transform: the device's preferred float
+    vector width as an OpenCL vector size (16, 8 or 4)."""
+    return 16 if vector_width >= 16 else 8 if vector_width >= 8 else 4
 
 
 def pieces_table(p, v: Variant) -> np.ndarray:

@@ -1,0 +1,101 @@
+/* Winograd transforms for CPUs (PoCL): explicit vectors across filters, one work-item each.
+ *
+ *   filter_transform_vec   U[xi][g][o][p*I + i] = (G_h g_p G_w^T)[xi]  for WINO_VW
+ *                          consecutive input channels i of one output channel o
+ *
+ * The same result, bit for bit, as winograd.cl's filter_transform (same products in the
+ * same order), with the same arguments and U layout. There, one work-item transforms one
+ * filter and PoCL vectorizes across the work-group: its private arrays of taps and
+ * transformed values then lived in memory. Here each work-item holds WINO_VW filters' taps
+ * in vector registers and stores each transformed position as one vector along i, the
+ * way U is laid out. The work-group size is 1, so PoCL runs the vector code as written.
+ * docs/performance.md ("seventh session") has the measured times.
+ */
+#include "winograd_common.h"
+
+#ifndef WINO_VW
+#define WINO_VW 16   /* filters (input channels) per work-item: the CPU's float vector width */
+#endif
+
+#define floatv WTICONV_FLOATN(WINO_VW)
+#define VLOAD WTICONV_VLOADN(WINO_VW)
+#define VSTORE WTICONV_VSTOREN(WINO_VW)
+
+/* u (AH x AW) = G_h g G_w^T on vectors of filters, the products in wino_mm's order. */
+static inline void wino_filter_tile_v(floatv *u, const floatv *g)
+{
+    WINO_MATRICES;
+    floatv tmp[AH * WINO_RW];
+    #pragma unroll
+    for (int r = 0; r < AH; ++r)
+        #pragma unroll
+        for (int c = 0; c < WINO_RW; ++c) {
+            floatv s = (floatv)(0.0f);
+            #pragma unroll
+            for (int a = 0; a < WINO_RH; ++a)
+                s = WTICONV_MAD((floatv)(GH[r * WINO_RH + a]), g[a * WINO_RW + c], s);
+            tmp[r * WINO_RW + c] = s;
+        }
+    #pragma unroll
+    for (int r = 0; r < AH; ++r)
+        #pragma unroll
+        for (int c = 0; c < AW; ++c) {
+            floatv s = (floatv)(0.0f);
+            #pragma unroll
+            for (int a = 0; a < WINO_RW; ++a)
+                s = WTICONV_MAD(tmp[r * WINO_RW + a], (floatv)(GW[c * WINO_RW + a]), s);
+            u[r * AW + c] = s;
+        }
+}
+
+/* Arguments as filter_transform's. Global size (O * ceil(I / WINO_VW), P, G), work-groups
+ * of one: work-item (o * blocks + b, p, g) transforms filters (o, i) of group g and piece
+ * p for i in [b * WINO_VW, (b + 1) * WINO_VW) within I. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void filter_transform_vec(__global const float *restrict w, __global float *restrict U,
+                          const long u_off, const int O, const int I, const int G,
+                          const int P, const int R, const int S, const long wbase,
+                          const long wgs, const long so, const long si, const long sr,
+                          const long ss, __global const int *restrict pieces)
+{
+    const int blocks = (I + WINO_VW - 1) / WINO_VW;
+    const int ob = get_global_id(0);
+    if (ob >= O * blocks)
+        return;
+    const int p = get_global_id(1), g = get_global_id(2);
+    const int o = ob / blocks, i0 = (ob - o * blocks) * WINO_VW;
+    const int valid = min(WINO_VW, I - i0);
+    __global const int *pc = pieces + 6 * p;
+    __global const float *wo = w + wbase + g * wgs + o * so + (long)i0 * si;
+    floatv gp[WINO_RH * WINO_RW];
+    #pragma unroll
+    for (int a = 0; a < WINO_RH; ++a) {
+        const int fr = pc[PC_FR0] + pc[PC_FSH] * a;
+        #pragma unroll
+        for (int b = 0; b < WINO_RW; ++b) {
+            const int fc = pc[PC_FC0] + pc[PC_FSW] * b;
+            float t[WINO_VW];
+            const bool in = fr < R && fc < S;
+            for (int j = 0; j < WINO_VW; ++j)
+                t[j] = (in && j < valid) ? wo[j * si + fr * sr + fc * ss] : 0.0f;
+            gp[a * WINO_RW + b] = VLOAD(0, t);
+        }
+    }
+    floatv ut[AH * AW];
+    wino_filter_tile_v(ut, gp);
+    const long PI = (long)P * I;
+    __global float *u = U + u_off + ((long)g * O + o) * PI + (long)p * I + i0;
+    const long xstride = (long)G * O * PI;
+    if (valid == WINO_VW) {
+        #pragma unroll
+        for (int xi = 0; xi < AH * AW; ++xi)
+            VSTORE(ut[xi], 0, u + xi * xstride);
+    } else {
+        for (int xi = 0; xi < AH * AW; ++xi) {
+            float t[WINO_VW];
+            VSTORE(ut[xi], 0, t);
+            for (int j = 0; j < valid; ++j)
+                u[xi * xstride + j] = t[j];
+        }
+    }
+}
