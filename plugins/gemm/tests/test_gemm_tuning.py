@@ -85,6 +85,8 @@ def test_sgemm_nt_blocks_stay_within_its_private_arrays():
     (100, 300, 600, 1024, 1, None),      # rows of A 4 KiB apart: copied (9 x 12 rows)
     (100, 300, 600, 1024, 2, "r1c4"),    # one row block a work-item, batches in a chunk
     (250, 300, 300, 2048, 1, "r21c1"),   # 21 x 12 rows > GEMM_APACK_ROWS: read in place
+    (100, 300, 600, 600, 1, None),       # rows 2400 bytes apart: read in place
+    (100, 300, 600, 600, 3, "r2c4"),     # (GEMM_APACK_STRIDE), across batches
 ])
 def test_cpu_sgemm_nn_copied_and_in_place_rows_of_a(handle, M, N, K, lda, nb, config):
     dev = handle.device

@@ -23,7 +23,11 @@
  *    GEMM_MR rows a step reads then share one set of the L1 cache, more of them than it
  *    has ways (8 on Zen 4): every step missed L1. The copy made 1024^3 and 2048^3 4-5 %
  *    faster on a 2-core Zen 4 (11.5 against 12.1 ms, 98 against 103 ms, best of 25 and 6
- *    interleaved rounds). K. Goto, R. van de Geijn, "Anatomy of high-performance matrix
+ *    interleaved rounds). Elsewhere the copy lost (GEMM_APACK_STRIDE): with A's rows
+ *    2 KiB apart and 32 columns (Winograd F(4x4, 3x3)'s 36 GEMMs on ResNet-50's 512 ->
+ *    512 3x3 layer at N=8) reading A in place took 0.67x the time, 0.88-0.93x on rows
+ *    2-18 KiB apart with 128-392 columns; rows a multiple of 4 KiB apart keep the copy.
+ *    K. Goto, R. van de Geijn, "Anatomy of high-performance matrix
  *    multiplication", ACM TOMS 34(3), 2008.
  *  - sgemm_nt: for B given as rows along k (B(b, k, n) = B + ... + colB(n) + k, k
  *    contiguous in both operands, as in the backward-weights GEMM); each work-item
@@ -47,6 +51,12 @@
 #define GEMM_APACK_ROWS 192 /* most rows of A (RB x GEMM_MR) sgemm_nn copies to private memory
                               per chunk (0: never; more rows than this: read in place); 192
                               rows take 192 x (GEMM_KC + GEMM_APAD) floats, 204 KiB */
+#endif
+#ifndef GEMM_APACK_STRIDE
+#define GEMM_APACK_STRIDE 1024 /* A's rows are copied only where they lie a multiple of this
+                                * many floats apart (4 KiB: the GEMM_MR rows a step reads
+                                * then share one L1 set); elsewhere the copy cost more than
+                                * it saved (see below). 0: wherever A is contiguous along k */
 #endif
 #ifndef GEMM_APAD
 #define GEMM_APAD 16     /* floats after each copied row of A: rows 272 floats (17 cache
@@ -171,7 +181,8 @@ void sgemm_nn(const int M, const int N, const int K, const int NB, const int NB2
      * on the stack of the driver's thread, as bp does (glibc gives new threads `ulimit
      * -s`, 8 MiB on most Linux systems; macOS its secondary threads 512 KiB), so its size
      * is bounded at build time. */
-    const bool packA = GEMM_APACK_ROWS > 0 && a_ks == 1 && RB * GEMM_MR <= GEMM_APACK_ROWS;
+    const bool packA = GEMM_APACK_ROWS > 0 && a_ks == 1 && RB * GEMM_MR <= GEMM_APACK_ROWS &&
+                       (GEMM_APACK_STRIDE == 0 || a_ms % GEMM_APACK_STRIDE == 0);
     const long T = (long)NB * K;
     for (long t0 = 0; t0 < T; t0 += GEMM_KC) {
         const long t1 = min(T, t0 + (long)GEMM_KC);
