@@ -366,3 +366,33 @@ def test_a_shipped_calibration_is_refitted_from_recorded_probes(tmp_path):
     assert models["gemm.im2col_3xtf32"][0] == versions["gemm.im2col_3xtf32"]
     with pytest.raises(SystemExit, match="does not name"):
         mod.refit("NVIDIA CUDA|NVIDIA H200|580.159.04", [str(cal)], str(tmp_path / "b"))
+
+
+def test_refit_takes_stale_solvers_runs_from_the_last_file_only(tmp_path):
+    """--stale PREFIX: the runs of solvers whose kernels changed come from the last --refit
+    file only; every other solver's runs from all of them."""
+    import csv
+
+    mod = _make_system_db()
+    cal = (Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+           / "evaluate-test9-n1-h100-a" / "calibrate.csv")
+    with open(cal, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cols = list(rows[0])
+    older, newer = tmp_path / "older.csv", tmp_path / "newer.csv"
+    for path, part in ((older, rows[:len(rows) // 2]), (newer, rows[len(rows) // 2:])):
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, cols)
+            w.writeheader()
+            w.writerows(part)
+    key = "NVIDIA CUDA|NVIDIA H100 80GB HBM3|580.159.04"
+    files = [str(older), str(newer)]
+    everything = mod.refit(key, files, str(tmp_path / "all"))
+    stale = mod.refit(key, files, str(tmp_path / "stale"), ("winograd.",))
+    older_winograd = sum(r["solver"].startswith("winograd.") for r in rows[:len(rows) // 2])
+    assert older_winograd > 0 and stale <= everything - older_winograd
+    # the factors (median ratios): winograd's moved with its runs, direct.naive's did not
+    f_all = Store(tmp_path / "all").get_calibration(key)
+    f_stale = Store(tmp_path / "stale").get_calibration(key)
+    assert f_stale["winograd.f2x3"][1] != f_all["winograd.f2x3"][1]
+    assert f_stale["direct.naive"][1] == f_all["direct.naive"][1]
