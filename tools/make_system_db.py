@@ -21,6 +21,10 @@ without measuring again, where the kernels the probes timed are unchanged:
     .venv/bin/python tools/make_system_db.py 'NVIDIA CUDA|NVIDIA H100 80GB HBM3|580.159.04' \
         --refit a/calibrate.csv b/calibrate.csv --name nvidia-h100-80gb-hbm3
 
+Where some solvers' kernels did change, calibrate once more with them and give that file
+last with ``--stale PREFIX`` (e.g. ``--stale winograd.``): those solvers' runs then come
+from the last file only, every other solver's from all of them.
+
 NAME and PATTERN default by device: a PoCL CPU device gives ``pocl-<LLVM target>-<driver>``
 and the pattern ``<platform>|<driver>-<LLVM target>-*|<driver version>`` (every CPU model
 that PoCL compiles for the same target, under the same PoCL version: docs/fleet.md says
@@ -104,20 +108,42 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
     ``winograd.``) whose kernels changed after every file but the last was measured: their
     runs are taken from the last file only. Returns the number of probe runs fitted.
 
-    Raises SystemExit (with the reason) for files of several devices or none usable."""
+    Raises SystemExit (with the reason) for files of several devices or none usable, and
+    for a ``stale`` prefix that is empty, has no run in the last file (a typo, or a solver
+    the last file did not measure, which would lose its calibration) or comes with one
+    file. Prints how many runs each prefix left out."""
     sys.path.insert(0, str(REPO / "tools"))
     import replay_evaluate as rp
     from wticonv.contract.registry import SolverRegistry
     from wticonv.db.store import Store
     from wticonv.measuring.calibrate import store_fit
 
-    rows = []
+    if stale and len(files) < 2:
+        raise SystemExit("make_system_db: --stale needs at least two --refit files (it keeps "
+                         "the stale solvers' runs of the last one only)")
+    if any(not s for s in stale):
+        raise SystemExit("make_system_db: --stale '' would match every solver: give a solver "
+                         "id or an id prefix such as winograd.")
+    rows, dropped = [], dict.fromkeys(stale, 0)
     try:
-        for i, f in enumerate(files):
-            rows += [r for r in rp.load(f, "calibration")
-                     if i == len(files) - 1 or not str(r.get("solver")).startswith(stale)]
+        loaded = [rp.load(f, "calibration") for f in files]
     except rp.ReplayError as e:
         raise SystemExit(f"make_system_db: {e}") from None
+    for prefix in stale:
+        if not any(str(r.get("solver")).startswith(prefix) for r in loaded[-1]):
+            raise SystemExit(f"make_system_db: --stale {prefix}: the last file, {files[-1]}, "
+                             "has no run of such a solver, so it would be left uncalibrated; "
+                             "check the prefix, or give a file that measured it last")
+    for i, file_rows in enumerate(loaded):
+        for r in file_rows:
+            hit = next((s for s in stale if str(r.get("solver")).startswith(s)), None)
+            if hit is not None and i < len(files) - 1:
+                dropped[hit] += 1
+            else:
+                rows.append(r)
+    for prefix, n in dropped.items():
+        print(f"make_system_db: --stale {prefix}: {n} run(s) of the earlier files left out",
+              file=sys.stderr)
     names = {r.get("device") for r in rows}
     if len(names) != 1:
         raise SystemExit(f"make_system_db: --refit files of several devices ({sorted(names)}): "

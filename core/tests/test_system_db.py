@@ -396,3 +396,20 @@ def test_refit_takes_stale_solvers_runs_from_the_last_file_only(tmp_path):
     f_stale = Store(tmp_path / "stale").get_calibration(key)
     assert f_stale["winograd.f2x3"][1] != f_all["winograd.f2x3"][1]
     assert f_stale["direct.naive"][1] == f_all["direct.naive"][1]
+
+
+@pytest.mark.parametrize("stale, files, message", [
+    (("",), 2, "would match every solver"),
+    (("winogard.",), 2, "has no run of such a solver"),
+    (("winograd.",), 1, "at least two --refit files"),
+])
+def test_refit_refuses_a_stale_prefix_that_would_lose_data(tmp_path, stale, files, message):
+    """A --stale prefix that matches every solver, or none in the last file (a typo, or a
+    last file without that solver), or one --refit file: an error, nothing stored."""
+    mod = _make_system_db()
+    cal = str(Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+              / "evaluate-test9-n1-h100-a" / "calibrate.csv")
+    with pytest.raises(SystemExit, match=message):
+        mod.refit("NVIDIA CUDA|NVIDIA H100 80GB HBM3|580.159.04", [cal] * files,
+                  str(tmp_path), stale)
+    assert not list(tmp_path.iterdir())
