@@ -45,14 +45,15 @@ def main(argv=None) -> int:
             p = p0.with_direction(direction)
             for name, solver in (("f2x3", f2x3), ("f4x3", f4x3)):
                 v = solver.covers(p)
-                w = np.random.default_rng(0).uniform(-1, 1, p.w_shape).astype(np.float32)
+                w = dev.upload(np.random.default_rng(0).uniform(-1, 1, p.w_shape)
+                               .astype(np.float32))
                 best = {"cpu": float("inf"), "gpu": float("inf")}
                 runs = {}
                 for kind in best:
                     layout = wplan.workspace_layout(p, v, kind, dev.info.compute_units, 2**34)
                     first = wplan.plan(p, v, kind, dev.info.compute_units, layout,
                                        dev.info.vector_width)[0]
-                    bufs = {"w": dev.upload(w), "ws": dev.alloc(layout.bytes),
+                    bufs = {"w": w, "ws": dev.alloc(layout.bytes),
                             "pc": _pieces_buffer(dev, p, v)}
                     runs[kind] = (first, bufs)
                 for _ in range(args.rounds):
@@ -64,8 +65,8 @@ def main(argv=None) -> int:
                                 ev.wait()
                                 best[kind] = min(best[kind],
                                                  (ev.profile.end - ev.profile.start) * 1e-6)
+                w.release()                 # "pc" is the solver's cached pieces table
                 for _first, bufs in runs.values():
-                    bufs["w"].release()     # "pc" is the solver's cached pieces table
                     bufs["ws"].release()
                 geo = wplan.geometry(p, v)
                 moved = 4 * (p.k * p.c * 9 + v.positions * geo.O * geo.I)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from wticonv.runtime.kit import KernelLibrary, Launch
 from wticonv.runtime.kit import round_up as _round
+from wticonv_gemm import params as gemm_params
 from wticonv_gemm import sgemm
 
 from .transforms import winograd_transform
@@ -286,7 +287,7 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
             wbase, so, si, sr, ss = (p.r - 1) * p.s + p.s - 1, p.r * p.s, O * p.r * p.s, -p.s, -1
         wgs = O * I * p.r * p.s
         if kind == "cpu":  # vectors across the filters, one work-item each (winograd_cpu.cl)
-            vw = _cpu_vector(vector_width)
+            vw = gemm_params.cpu_configs(vector_width)[0].vw   # 16, 8 or 4, as the GEMM's
             file, kernel = _SRC_CPU, "filter_transform_vec"
             fopts, fglobal, flocal = f"{opts} -DWINO_VW={vw}", (O * -(-I // vw), P, G), (1, 1, 1)
         else:
@@ -360,12 +361,6 @@ def plan(p, v: Variant, kind: str, cu: int, layout: Layout, vector_width: int = 
                                    i32(P), i32(p.r), i32(p.s), "pc"),
                           bytes=cost * (A * G * O * PI + G * O * I * p.r * p.s)))
     return out
-
-
-def _cpu_vector(vector_width: int) -> int:
-    """Filters per work-item of the CPU filter transform: the device's preferred float
-    vector width as an OpenCL vector size (16, 8 or 4)."""
-    return 16 if vector_width >= 16 else 8 if vector_width >= 8 else 4
 
 
 def pieces_table(p, v: Variant) -> np.ndarray:

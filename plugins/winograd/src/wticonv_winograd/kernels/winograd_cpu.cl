@@ -21,31 +21,24 @@
 #define VLOAD WTICONV_VLOADN(WINO_VW)
 #define VSTORE WTICONV_VSTOREN(WINO_VW)
 
-/* u (AH x AW) = G_h g G_w^T on vectors of filters, the products in wino_mm's order. */
+/* out (rows x cols) = sum over a < k of A_ENTRY x B_ENTRY, in wino_mm's order: the
+ * expressions name r, c and a; one side a vector, the other a matrix entry broadcast. */
+#define WINO_MM_V(out, rows, k, cols, A_ENTRY, B_ENTRY)                                 \
+    _Pragma("unroll") for (int r = 0; r < (rows); ++r)                                   \
+        _Pragma("unroll") for (int c = 0; c < (cols); ++c) {                             \
+            floatv s_ = (floatv)(0.0f);                                                  \
+            _Pragma("unroll") for (int a = 0; a < (k); ++a)                              \
+                s_ = WTICONV_MAD((A_ENTRY), (B_ENTRY), s_);                              \
+            (out)[r * (cols) + c] = s_;                                                  \
+        }
+
+/* u (AH x AW) = G_h g G_w^T on vectors of filters. */
 static inline void wino_filter_tile_v(floatv *u, const floatv *g)
 {
     WINO_MATRICES;
     floatv tmp[AH * WINO_RW];
-    #pragma unroll
-    for (int r = 0; r < AH; ++r)
-        #pragma unroll
-        for (int c = 0; c < WINO_RW; ++c) {
-            floatv s = (floatv)(0.0f);
-            #pragma unroll
-            for (int a = 0; a < WINO_RH; ++a)
-                s = WTICONV_MAD((floatv)(GH[r * WINO_RH + a]), g[a * WINO_RW + c], s);
-            tmp[r * WINO_RW + c] = s;
-        }
-    #pragma unroll
-    for (int r = 0; r < AH; ++r)
-        #pragma unroll
-        for (int c = 0; c < AW; ++c) {
-            floatv s = (floatv)(0.0f);
-            #pragma unroll
-            for (int a = 0; a < WINO_RW; ++a)
-                s = WTICONV_MAD(tmp[r * WINO_RW + a], (floatv)(GW[c * WINO_RW + a]), s);
-            u[r * AW + c] = s;
-        }
+    WINO_MM_V(tmp, AH, WINO_RH, WINO_RW, (floatv)(GH[r * WINO_RH + a]), g[a * WINO_RW + c]);
+    WINO_MM_V(u, AH, WINO_RW, AW, tmp[r * WINO_RW + a], (floatv)(GW[c * WINO_RW + a]));
 }
 
 /* Arguments as filter_transform's. Global size (O * ceil(I / WINO_VW), P, G), work-groups
