@@ -4,14 +4,15 @@ on the small-picture layers where the CPU kernels lost most to oneDNN (issue 21;
 docs/performance.md, "channels in the lanes"). The experiment that chose the solver's
 blocks.
 
-    python benchmarks/chanvec_fwd.py [KEY ...] [--rounds 3] [--configs 6x4,12x2,24x1]
+    python benchmarks/chanvec_fwd.py [KEY ...] [--rounds 3] [--configs 4x4x4,4x2x4,8x1x2]
         [--order plan|positions|channels] [--json F]
 
 Rounds are interleaved: per round and layer, ``wticonv.measuring.find.find`` times the
 installed solvers (nothing is recorded; direct.naive, fft.tiled, winograd.fused_f2x3 and
 winograd.rxs are left out: far slower on these layers; direct.chanvec is among them, in
 the block its plan picks), then the kernel in each
-configuration ``PBxKV`` (positions per work-item x vectors of 16 channels). Each keeps its
+configuration ``PBxKV[xSUB]`` (positions per block x vectors of 16 channels x blocks per
+work-item, CHANVEC_SUB: 1 if not given; PB x SUB must be 16 where SUB > 1). Each keeps its
 best time over the rounds, since the 2-core machines here have slow spells of seconds. The
 kernel's outputs are checked against a float64 reference at 64 sampled outputs.
 Forward only, NCHW, FP32; K/G must be a multiple of 16*KV.
@@ -45,7 +46,7 @@ LAYERS = [
 
 
 def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: str = "",
-            kb_fast: bool | None = None):
+            kb_fast: bool | None = None, sub: int = 1):
     """(best ms, max relative error) of the kernel on problem ``p`` (``extra``: more build
     options; ``kb_fast``: the grid's order, channel blocks first or not, None: as the
     solver's plan picks it, chanvec_plan.kb_fast); None if K/G is not a multiple of
@@ -56,12 +57,12 @@ def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: 
     kb = 16 * kv
     if kg % kb:
         return None
-    key = (pb, kv, extra)
+    key = (pb, kv, sub, extra)
     if key not in program_cache:
         from wticonv_direct.programs import KERNELS
 
         program_cache[key] = cl.Program(device.context, KERNELS.source("chanvec.cl")).build(
-            options=f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} {extra}")
+            options=f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} -DCHANVEC_SUB={sub} {extra}")
     prg = program_cache[key]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((p.n, p.c, p.h, p.w), dtype=np.float32)
@@ -70,11 +71,13 @@ def chanvec(device, program_cache, p, pb: int, kv: int, iterations: int, extra: 
     wp = np.ascontiguousarray(w.reshape(p.k // kb, kb, cg, p.r, p.s).transpose(0, 2, 3, 4, 1))
     bx, bw = device.upload(x), device.upload(wp)
     by = device.alloc(4 * p.n * p.k * p.ho * p.wo)
-    grid = (-(-(p.n * p.ho * p.wo) // pb), p.k // kb)
+    grid = (-(-(p.n * p.ho * p.wo) // (pb * sub)), p.k // kb)
     if kb_fast is None:
         from wticonv_direct import chanvec_plan
 
-        kb_fast = chanvec_plan.kb_fast(p) if chanvec_plan.block(p) == (pb, kv) else False
+        blk = chanvec_plan.block(p)
+        planned = blk is not None and (*chanvec_plan.FWD_BLOCKS[blk], blk[1]) == (pb, sub, kv)
+        kb_fast = chanvec_plan.kb_fast(p) if planned else False
     kb_fast = int(kb_fast)
     if kb_fast:
         grid = grid[::-1]
@@ -108,9 +111,10 @@ def main(argv=None) -> int:
     ap.add_argument("keys", nargs="*", default=LAYERS, metavar="KEY")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-i", "--iterations", type=int, default=5)
-    ap.add_argument("--configs", default="6x4,12x2,24x1",
-                    help="comma-separated PBxKV, each optionally followed by :NAME=VALUE "
-                         "macros joined with + (6x4:CHANVEC_ROWS_CG=0); default 6x4,12x2,24x1")
+    ap.add_argument("--configs", default="4x4x4,4x2x4,8x1x2",
+                    help="comma-separated PBxKV[xSUB], each optionally followed by "
+                         ":NAME=VALUE macros joined with + (4x4x4:CHANVEC_ROWS_CG=0); "
+                         "default 4x4x4,4x2x4,8x1x2 (the solver's)")
     ap.add_argument("--order", choices=("plan", "positions", "channels"), default="plan",
                     help="the kernel's grid: as the solver's plan orders it (default), "
                          "position blocks first, or channel blocks first")
@@ -127,9 +131,9 @@ def main(argv=None) -> int:
     configs = []
     for c in args.configs.split(","):
         block, _, macros = c.partition(":")
-        pb, kv = (int(v) for v in block.split("x"))
+        pb, kv, sub = ([int(v) for v in block.split("x")] + [1])[:3]
         extra = " ".join(f"-D{m}" for m in macros.split("+") if m)
-        configs.append((pb, kv, extra, c))
+        configs.append((pb, kv, sub, extra, c))
     best: dict = {}
     errors: dict = {}
     cache: dict = {}
@@ -140,12 +144,13 @@ def main(argv=None) -> int:
                           search=False):
                 if r.time_ms is not None:
                     best.setdefault((key, r.solver_id), []).append(r.time_ms)
-            for pb, kv, extra, name in configs:
+            for pb, kv, sub, extra, name in configs:
                 order = {"plan": None, "positions": False, "channels": True}[args.order]
-                out = chanvec(handle.device, cache, p, pb, kv, args.iterations, extra, order)
+                out = chanvec(handle.device, cache, p, pb, kv, args.iterations, extra, order,
+                              sub)
                 if out is not None:
                     best.setdefault((key, f"chanvec {name}"), []).append(out[0])
-                    errors[(key, pb, kv, extra)] = out[1]
+                    errors[(key, pb, kv, sub, extra)] = out[1]
         print(f"round {rnd + 1} of {args.rounds} done", file=sys.stderr)
     rows = []
     print(f"{handle.device.info.name}: best of {args.rounds} interleaved rounds, ms")

@@ -23,7 +23,8 @@ without measuring again, where the kernels the probes timed are unchanged:
 
 Where some solvers' kernels did change, calibrate once more with them and give that file
 last with ``--stale PREFIX`` (e.g. ``--stale winograd.``): those solvers' runs then come
-from the last file only, every other solver's from all of them.
+from the last file only, every other solver's from all of them. ``--stale PREFIX@K`` takes
+them from the last K files (K calibrations measured since the change, given last).
 
 NAME and PATTERN default by device: a PoCL CPU device gives ``pocl-<LLVM target>-<driver>``
 and the pattern ``<platform>|<driver>-<LLVM target>-*|<driver version>`` (every CPU model
@@ -106,12 +107,14 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
     predicted on a stand-in with the device figures the files record, and store it for
     device ``key`` in the cache ``cache_dir``. ``stale``: solver ids (or id prefixes such as
     ``winograd.``) whose kernels changed after every file but the last was measured: their
-    runs are taken from the last file only. Returns the number of probe runs fitted.
+    runs are taken from the last file only; ``PREFIX@K`` from the last K files. Returns the
+    number of probe runs fitted.
 
     Raises SystemExit (with the reason) for files of several devices or none usable, and
     for a ``stale`` prefix that is empty, has no run in the last file (a typo, or a solver
-    the last file did not measure, which would lose its calibration) or comes with one
-    file. Prints how many runs each prefix left out."""
+    the last file did not measure, which would lose its calibration), comes with one
+    file, or keeps K files of fewer than K + 1 (nothing left out) or fewer than 1. Prints how
+    many runs each prefix left out."""
     sys.path.insert(0, str(REPO / "tools"))
     import replay_evaluate as rp
     from wticonv.contract.registry import SolverRegistry
@@ -121,9 +124,18 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
     if stale and len(files) < 2:
         raise SystemExit("make_system_db: --stale needs at least two --refit files (it keeps "
                          "the stale solvers' runs of the last one only)")
-    if any(not s for s in stale):
-        raise SystemExit("make_system_db: --stale '' would match every solver: give a solver "
-                         "id or an id prefix such as winograd.")
+    keep = {}
+    for spec in stale:
+        prefix, at, k = spec.partition("@")
+        if not prefix:
+            raise SystemExit(f"make_system_db: --stale {spec!r} would match every solver: "
+                             "give a solver id or an id prefix such as winograd.")
+        if at and not (k.isdigit() and 1 <= int(k) < len(files)):
+            raise SystemExit(f"make_system_db: --stale {spec}: K must be a whole number from 1 "
+                             f"to {len(files) - 1} (the files measured since the change, of "
+                             f"the {len(files)} given)")
+        keep[prefix] = int(k) if at else 1
+    stale = tuple(keep)
     rows, dropped = [], dict.fromkeys(stale, 0)
     try:
         loaded = [rp.load(f, "calibration") for f in files]
@@ -137,7 +149,7 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
     for i, file_rows in enumerate(loaded):
         for r in file_rows:
             hit = next((s for s in stale if str(r.get("solver")).startswith(s)), None)
-            if hit is not None and i < len(files) - 1:
+            if hit is not None and i < len(files) - keep[hit]:
                 dropped[hit] += 1
             else:
                 rows.append(r)
@@ -195,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stale", action="append", default=[], metavar="SOLVER",
                     help="with --refit: a solver id or id prefix (e.g. winograd.) whose "
                          "kernels changed since all but the last --refit file were measured: "
-                         "its runs come from the last file only (repeatable)")
+                         "its runs come from the last file only; PREFIX@K from the last K "
+                         "files (repeatable)")
     args = ap.parse_args(argv)
     if args.stale and not args.refit:
         ap.error("--stale goes with --refit")

@@ -398,8 +398,44 @@ def test_refit_takes_stale_solvers_runs_from_the_last_file_only(tmp_path):
     assert f_stale["direct.naive"][1] == f_all["direct.naive"][1]
 
 
+def test_refit_takes_stale_solvers_runs_from_the_last_k_files(tmp_path):
+    """--stale PREFIX@K: the stale solvers' runs come from the last K files; @1 is the
+    plain prefix."""
+    import csv
+
+    mod = _make_system_db()
+    cal = (Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+           / "evaluate-test9-n1-h100-a" / "calibrate.csv")
+    with open(cal, newline="") as f:
+        rows = list(csv.DictReader(f))
+    third = len(rows) // 3
+    parts = [rows[:third], rows[third:2 * third], rows[2 * third:]]
+    files = []
+    for i, part in enumerate(parts):
+        files.append(str(tmp_path / f"{i}.csv"))
+        with open(files[-1], "w", newline="") as f:
+            w = csv.DictWriter(f, list(rows[0]))
+            w.writeheader()
+            w.writerows(part)
+    key = "NVIDIA CUDA|NVIDIA H100 80GB HBM3|580.159.04"
+    everything = mod.refit(key, files, str(tmp_path / "all"))
+    last1 = mod.refit(key, files, str(tmp_path / "s1"), ("winograd.",))
+    assert mod.refit(key, files, str(tmp_path / "s1b"), ("winograd.@1",)) == last1
+    last2 = mod.refit(key, files, str(tmp_path / "s2"), ("winograd.@2",))
+    wino = [sum(r["solver"].startswith("winograd.") for r in part) for part in parts]
+    assert wino[0] > 0 and wino[1] > 0
+    assert last1 < last2 < everything
+    f2 = Store(tmp_path / "s2").get_calibration(key)
+    f1 = Store(tmp_path / "s1").get_calibration(key)
+    assert f2["winograd.f2x3"][1] != f1["winograd.f2x3"][1]
+
+
 @pytest.mark.parametrize("stale, files, message", [
     (("",), 2, "would match every solver"),
+    (("@1",), 2, "would match every solver"),
+    (("winograd.@2",), 2, "K must be a whole number from 1 to 1"),
+    (("winograd.@0",), 3, "K must be a whole number from 1 to 2"),
+    (("winograd.@x",), 2, "K must be a whole number"),
     (("winogard.",), 2, "has no run of such a solver"),
     (("winograd.",), 1, "at least two --refit files"),
 ])

@@ -36,6 +36,11 @@ CASES = {
                                                groups=2),
     "asymmetric stride and filter": P(2, 5, 11, 17, 32, 1, 5, pad_w=2, stride_h=3,
                                       stride_w=2),
+    # 108 positions in 36-position pictures: runs of 16 within an image (one vector a
+    # channel), across images and cut by the last position (written one by one)
+    "runs of 16 positions, 64-channel blocks": P(3, 8, 6, 6, 64, 3, 3, pad_h=1, pad_w=1),
+    "runs of 16 positions, 32-channel blocks": P(3, 8, 6, 6, 32, 3, 3, pad_h=1, pad_w=1),
+    "runs of 16 positions, 16-channel blocks": P(3, 8, 6, 6, 16, 3, 3, pad_h=1, pad_w=1),
 }
 
 
@@ -65,6 +70,21 @@ def test_matches_the_reference(handle, name):
     kg = p.k // p.groups
     assert chanvec_plan.block(p) == ((6, 4) if kg % 64 == 0 else (12, 2) if kg % 32 == 0
                                      else (12, 1))
+
+
+@pytest.mark.parametrize("k, fwd_block", [(64, "-DCHANVEC_FPB=4 -DCHANVEC_SUB=4"),
+                                          (32, "-DCHANVEC_FPB=4 -DCHANVEC_SUB=4"),
+                                          (16, "-DCHANVEC_FPB=8 -DCHANVEC_SUB=2")])
+def test_forward_work_items_hold_16_positions(k, fwd_block):
+    """chanvec_fwd's work-items take 16 positions each (sub-blocks of FPB, FWD_BLOCKS),
+    backward weights keep the block's slots (CHANVEC_PB)."""
+    p = P(3, 8, 6, 6, k, 3, 3, pad_h=1, pad_w=1)
+    pb, kv = chanvec_plan.block(p)
+    pack, fwd = chanvec_plan.plan(p, 0.5)
+    assert fwd.kernel == "chanvec_fwd"
+    assert fwd.options == f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} {fwd_block}"
+    assert fwd.global_size == (-(-108 // 16), k // (16 * kv))
+    assert pack.options == fwd.options          # one build per block
 
 
 #: Groups of fewer input channels than a block's 6 slots: the slots take several filter

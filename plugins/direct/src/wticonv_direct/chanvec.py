@@ -46,7 +46,9 @@ others are pictures of 1x1 to 7x7 whose two launches took 4-16 us against the 40
 device figure charges). Forward: 375 runs, rms log error 0.44 (median -0.01), about what
 two timings of one probe differ by on that machine (the first, hand-set constants 0.75,
 0.55, 150, no tap term and the packing at the full bandwidth: 1.35x too slow at the
-median). Backward weights: 121 runs, rms log error 0.38 (median -0.02); on ResNet-50's
+median); refitted for the forward kernel's 16-position work-items (2026-12-07, eighth
+session: calibrate-cpu-zen4-eighth{,-b}.csv, 886 forward and backward-data runs, rms log
+error 0.48, median -0.03). Backward weights: 121 runs, rms log error 0.38 (median -0.02); on ResNet-50's
 23 backward-weights layers at N=8, fitted to nothing, 0.17 (median +0.06). Those runs
 predate chanvec_wrw_slots: their groups of fewer channels than slots ran half idle, so a
 refit on them now misreads those few (the tool gives 0.45 over the same runs); refit on
@@ -64,13 +66,16 @@ __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP
            "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "WRW_POINTWISE", "WRW_ITEM_OVERHEAD",
            "efficiency", "wrw_efficiency", "wrw_fill_used", "predicted_seconds"]
 
-#: Fraction of peak of a long reduction, per register block (positions, vectors). The
-#: 12 x 16 block's from the ratio to 6 x 64's in a fit to a fourth calibration
-#: (calibrate-chanvec-bwd-fit-cpu-zen4.csv: 0.72 against 0.88; backward data included).
-BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.72}
+#: Fraction of peak of a long reduction, per register block (positions, vectors; the
+#: forward kernel runs it as chanvec_plan.FWD_BLOCKS says). Fitted (tools/fit_chanvec.py)
+#: to the forward and backward-data runs of two calibrations measured with 16 positions a
+#: work-item (benchmarks/results/calibrate-cpu-zen4-eighth{,-b}.csv, 886 runs): rms log
+#: error 0.484, median -0.03, against 0.575 and -0.15 for the constants fitted to the
+#: kernel before (0.88, 0.82, 0.72; half 60), which stored each block's outputs one by one.
+BLOCK_EFFICIENCY = {(6, 4): 0.80, (12, 2): 0.78, (12, 1): 0.76}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
-REDUCTION_HALF = 60
+REDUCTION_HALF = 20
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
 TAP_OVERHEAD = 1
 #: Backward weights: fraction of peak of a long row, per register block; 12 x 16 as

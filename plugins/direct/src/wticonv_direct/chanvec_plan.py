@@ -25,7 +25,7 @@ from wticonv.runtime.kit import Launch, kernel_family
 
 from .programs import KERNELS
 
-__all__ = ["BLOCKS", "block", "kb_fast", "decline_reason", "forward_view", "workspace_bytes",
+__all__ = ["BLOCKS", "FWD_BLOCKS", "block", "kb_fast", "decline_reason", "forward_view", "workspace_bytes",
            "wrw_slots", "wrw_items", "wrw_chunks", "plan"]
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
@@ -35,6 +35,16 @@ __all__ = ["BLOCKS", "block", "kb_fast", "decline_reason", "forward_view", "work
 #: and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's groups of 32 channels
 #: 12 x 2 at 113-134 GFLOP/s, of 16 channels 12 x 1 at 82-111 (docs/performance.md).
 BLOCKS = ((6, 4), (12, 2), (12, 1))
+#: chanvec_fwd's own split of a work-item, per block of :data:`BLOCKS` (whose positions
+#: are backward weights' slots): ``(positions, sub-blocks)``, the work-item running its
+#: sub-blocks one after the other and writing their 16 positions as one vector per
+#: output channel (CHANVEC_SUB in kernels/chanvec.cl). Chosen by `benchmarks/chanvec_fwd.py`
+#: (2-core Zen 4, PoCL 3.1, N=8, best of 2-4 interleaved rounds, against one block of
+#: 6 x 4, 12 x 2 or 12 x 1): 4 x 4 blocks, 4 a work-item, 0.70x the time on ResNet-50's
+#: stem, 0.87-1.02x on its other forward layers (56x56 to 7x7, 1x1 and 3x3); 4 x 2, 4 a
+#: work-item, 0.85-0.92x on five layers of 32-channel blocks (ResNeXt-50's groups of 32,
+#: K = 96 and 480); 8 x 1, 2 a work-item, 0.49-0.73x on four of 16-channel blocks.
+FWD_BLOCKS = {(6, 4): (4, 4), (12, 2): (4, 4), (12, 1): (8, 2)}
 #: The packing passes' cost in the WTI model, as bytes moved at the device's bandwidth per
 #: float packed: 8 (read and written once) x the factor. chanvec_pack (filters forward,
 #: dy in backward weights) transposes 16 x 16 blocks in registers: on a 2-core Zen 4
@@ -204,7 +214,8 @@ def wrw_items(problem) -> int:
 
 
 def _options(pb: int, kv: int) -> str:
-    return f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}"
+    fpb, sub = FWD_BLOCKS[(pb, kv)]
+    return f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} -DCHANVEC_FPB={fpb} -DCHANVEC_SUB={sub}"
 
 
 def plan(problem, efficiency: float) -> list[Launch]:
@@ -252,7 +263,8 @@ def _fwd(f, p, pb: int, kv: int, opts: str, buffers: tuple, efficiency: float) -
     :func:`forward_view`), reading and writing ``buffers`` (input, packed filters,
     output), its grid in the order :func:`kb_fast` picks; ``p``'s FLOPs."""
     fast = kb_fast(f)
-    grid = (-(-(f.n * f.ho * f.wo) // pb), f.k // (16 * kv))
+    fpb, sub = FWD_BLOCKS[(pb, kv)]
+    grid = (-(-(f.n * f.ho * f.wo) // (fpb * sub)), f.k // (16 * kv))
     return KERNELS.launch("chanvec.cl", "chanvec_fwd", opts, grid[::-1] if fast else grid,
                           (1, 1), lambda: buffers + _sizes(f) + (np.int32(fast),),
                           flops=p.flops, efficiency=efficiency)

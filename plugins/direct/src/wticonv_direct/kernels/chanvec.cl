@@ -1,13 +1,14 @@
 /* direct.chanvec for CPUs (PoCL): forward convolution with output channels in the
  * vector lanes, one work-item per block, no local memory.
  *
- * A work-item computes CHANVEC_PB output positions (consecutive in (n, oh, ow) order, so
- * they may cross rows and images) x 16*CHANVEC_KV output channels of one group. Per
- * reduction step (c, r, s) it loads CHANVEC_KV vectors of 16 filters and broadcasts one
- * input element per position: CHANVEC_PB * CHANVEC_KV multiply-adds per CHANVEC_PB scalar
- * loads and CHANVEC_KV vector loads, whatever the picture's width or the stride (the
- * oneDNN-like layout of channels in lanes; direct.tiled puts positions in the lanes
- * instead, so a 7-wide picture row fills 7 of its 16).
+ * A forward work-item computes CHANVEC_SUB blocks of CHANVEC_FPB output positions
+ * (consecutive in (n, oh, ow) order, so they may cross rows and images) x 16*CHANVEC_KV
+ * output channels of one group, one block after the other. Per reduction step (c, r, s)
+ * it loads CHANVEC_KV vectors of 16 filters and broadcasts one input element per
+ * position: FPB * KV multiply-adds per FPB scalar loads and KV vector loads, whatever the
+ * picture's width or the stride (the oneDNN-like layout of channels in lanes;
+ * direct.tiled puts positions in the lanes instead, so a 7-wide picture row fills 7 of
+ * its 16).
  *
  * - chanvec_pack: the filters w[k][c/g][r][s] into the workspace as
  *   wp[block][c/g][r][s][16*KV], each block's 16*KV output channels contiguous (K is a
@@ -29,9 +30,10 @@
  * real data propagate as in the definition.
  */
 #ifndef CHANVEC_PB
-#define CHANVEC_PB 6    /* output positions per work-item: PB * KV accumulator vectors,
-                           KV filter vectors and one broadcast must fit the 32 registers
-                           of AVX-512 */
+#define CHANVEC_PB 6    /* backward weights' input-channel slots per work-item (and the
+                           forward's positions unless CHANVEC_FPB is given): PB * KV
+                           accumulator vectors, KV filter vectors and one broadcast must
+                           fit the 32 registers of AVX-512 */
 #endif
 #ifndef CHANVEC_KV
 #define CHANVEC_KV 4    /* vectors of 16 output channels per work-item (K/G a multiple of
@@ -44,17 +46,36 @@
                               block as one loop over (c, s), its offsets found once; 0: every
                               tap finds its own */
 #endif
+#ifndef CHANVEC_FPB
+#define CHANVEC_FPB CHANVEC_PB  /* chanvec_fwd's output positions per block: FPB * KV
+                                   accumulator vectors (CHANVEC_PB is backward weights'
+                                   slots) */
+#endif
+#ifndef CHANVEC_SUB
+#define CHANVEC_SUB 1   /* chanvec_fwd's position blocks per work-item, run one after the
+                           other. Where FPB x SUB is 16, the work-item keeps its blocks'
+                           sums in a private tile and writes each output channel's 16
+                           positions as one vector, whole cache lines, instead of FPB
+                           scalars per channel a block. On a 2-core Zen 4 (PoCL 3.1) the
+                           stores were a third of ResNet-50's stem (7x7 stride 2, 64
+                           channels, N=8: 13.7 ms, 9.7 without them); 4 x 4 blocks went
+                           from 15.4 ms (one block of 6) to 10.8 ms */
+#endif
 #define PB CHANVEC_PB
+#define FPB CHANVEC_FPB
+#if CHANVEC_SUB > 1 && CHANVEC_FPB * CHANVEC_SUB != 16
+#error "CHANVEC_FPB x CHANVEC_SUB must be 16 where CHANVEC_SUB > 1"
+#endif
 #define KV CHANVEC_KV
 #define KB (16 * KV)
 
-/* One reduction step: the KV filter vectors at WP and, per position i, the input
- * element LOAD broadcast to a vector, PB x KV multiply-adds. */
+/* One reduction step of chanvec_fwd: the KV filter vectors at WP and, per position i,
+ * the input element LOAD broadcast to a vector, FPB x KV multiply-adds. */
 #define TAP_STEP(WP, LOAD) {                                                              \
         float16 wv[KV];                                                                   \
         _Pragma("unroll") for (int v = 0; v < KV; ++v)                                    \
             wv[v] = vload16(v, (WP));                                                     \
-        _Pragma("unroll") for (int i = 0; i < PB; ++i) {                                  \
+        _Pragma("unroll") for (int i = 0; i < FPB; ++i) {                                 \
             const float16 xv = (float16)(LOAD);                                           \
             _Pragma("unroll") for (int v = 0; v < KV; ++v)                                \
                 acc[v][i] = fma(xv, wv[v], acc[v][i]);                                    \
@@ -207,76 +228,114 @@ void chanvec_fwd(__global const float *restrict x, __global const float *restric
     /* the grid is (position blocks, channel blocks), or the other way round where
      * KB_FAST is 1: a core then runs every channel block of a position block in turn */
     const int kb = get_global_id(KB_FAST ? 0 : 1);  /* block of KB output channels */
-    const int pb = get_global_id(KB_FAST ? 1 : 0);  /* block of PB positions */
+    const int pbo = get_global_id(KB_FAST ? 1 : 0); /* block of SUB x FPB positions */
     const int P = N * Ho * Wo, HW = H * W, Cg = C / G, Kg = K / G;
     const int g = kb * KB / Kg;                 /* the block's group */
-    long base[PB];
-    int ih0[PB], iw0[PB];
-    for (int i = 0; i < PB; ++i) {
-        const int p = min(pb * PB + i, P - 1);
-        const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
-        base[i] = ((long)n * C + g * Cg) * HW;
-        ih0[i] = (rem / Wo) * SH - PH;
-        iw0[i] = (rem % Wo) * SW - PW;
-    }
-    float16 acc[KV][PB];
-    for (int v = 0; v < KV; ++v)
-        for (int i = 0; i < PB; ++i)
-            acc[v][i] = (float16)0.0f;
-    const __global float *w = wp + (long)kb * Cg * R * S * KB;
-    for (int r = 0; r < R; ++r) {
-#if CHANVEC_ROWS_CG > 0
-        /* Where the group has few channels and the whole filter row r is inside the
-         * picture for every position, the row's offsets are found once and its taps run
-         * with no test: a loop over (c, s) (a 3-channel stem's 7 taps a row run as 21
-         * steps instead of 7 set-ups of 3: 21 -> 15 ms at N=8). With many channels a tap's
-         * set-up weighs little, and the row test cost ResNeXt's 7x7 grouped layer 1.4x. */
-        long roff[PB];
-        bool full = Cg <= CHANVEC_ROWS_CG;
-        for (int i = 0; i < PB && full; ++i) {
-            const int ih = ih0[i] + r;
-            roff[i] = base[i] + (long)ih * W + iw0[i];
-            full = full && ih >= 0 && ih < H && iw0[i] >= 0 && iw0[i] + S <= W;
-        }
-        if (full) {
-            for (int c = 0; c < Cg; ++c) {
-                const __global float *xc = x + (long)c * HW;
-                const __global float *wc = w + ((long)c * R + r) * S * KB;
-                for (int s = 0; s < S; ++s)
-                    TAP_STEP(wc + s * KB, xc[roff[i] + s])
-            }
-            continue;
-        }
+#if CHANVEC_SUB > 1
+    float tile[16 * KB];                        /* [position][channel] */
 #endif
-        for (int s = 0; s < S; ++s) {
-            long off[PB];
-            bool all = true;
-            for (int i = 0; i < PB; ++i) {
-                const int ih = ih0[i] + r, iw = iw0[i] + s;
-                const bool in = ih >= 0 && ih < H && iw >= 0 && iw < W;
-                off[i] = in ? base[i] + ih * W + iw : -1;
-                all = all && in;
+    /* not unrolled: unrolled 4 times, the stem's 4 x 4 blocks ran 1.8x slower */
+    _Pragma("nounroll") for (int sub = 0; sub < CHANVEC_SUB; ++sub) {
+        const int pb = pbo * CHANVEC_SUB + sub;     /* block of FPB positions */
+        long base[FPB];
+        int ih0[FPB], iw0[FPB];
+        for (int i = 0; i < FPB; ++i) {
+            const int p = min(pb * FPB + i, P - 1);
+            const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
+            base[i] = ((long)n * C + g * Cg) * HW;
+            ih0[i] = (rem / Wo) * SH - PH;
+            iw0[i] = (rem % Wo) * SW - PW;
+        }
+        float16 acc[KV][FPB];
+        for (int v = 0; v < KV; ++v)
+            for (int i = 0; i < FPB; ++i)
+                acc[v][i] = (float16)0.0f;
+        const __global float *w = wp + (long)kb * Cg * R * S * KB;
+        for (int r = 0; r < R; ++r) {
+#if CHANVEC_ROWS_CG > 0
+            /* Where the group has few channels and the whole filter row r is inside the
+             * picture for every position, the row's offsets are found once and its taps run
+             * with no test: a loop over (c, s) (a 3-channel stem's 7 taps a row run as 21
+             * steps instead of 7 set-ups of 3: 21 -> 15 ms at N=8). With many channels a tap's
+             * set-up weighs little, and the row test cost ResNeXt's 7x7 grouped layer 1.4x. */
+            long roff[FPB];
+            bool full = Cg <= CHANVEC_ROWS_CG;
+            for (int i = 0; i < FPB && full; ++i) {
+                const int ih = ih0[i] + r;
+                roff[i] = base[i] + (long)ih * W + iw0[i];
+                full = full && ih >= 0 && ih < H && iw0[i] >= 0 && iw0[i] + S <= W;
             }
-            const __global float *wrs = w + (r * S + s) * KB;
-            if (all) {
-                CHANNEL_LOOP(xc[off[i]])
-            } else {    /* a padding tap is an exact zero, never a loaded neighbour */
-                CHANNEL_LOOP(off[i] >= 0 ? xc[max(off[i], 0L)] : 0.0f)
+            if (full) {
+                for (int c = 0; c < Cg; ++c) {
+                    const __global float *xc = x + (long)c * HW;
+                    const __global float *wc = w + ((long)c * R + r) * S * KB;
+                    for (int s = 0; s < S; ++s)
+                        TAP_STEP(wc + s * KB, xc[roff[i] + s])
+                }
+                continue;
+            }
+#endif
+            for (int s = 0; s < S; ++s) {
+                long off[FPB];
+                bool all = true;
+                for (int i = 0; i < FPB; ++i) {
+                    const int ih = ih0[i] + r, iw = iw0[i] + s;
+                    const bool in = ih >= 0 && ih < H && iw >= 0 && iw < W;
+                    off[i] = in ? base[i] + ih * W + iw : -1;
+                    all = all && in;
+                }
+                const __global float *wrs = w + (r * S + s) * KB;
+                if (all) {
+                    CHANNEL_LOOP(xc[off[i]])
+                } else {    /* a padding tap is an exact zero, never a loaded neighbour */
+                    CHANNEL_LOOP(off[i] >= 0 ? xc[max(off[i], 0L)] : 0.0f)
+                }
             }
         }
+#if CHANVEC_SUB > 1
+        for (int i = 0; i < FPB; ++i)
+            for (int v = 0; v < KV; ++v)
+                vstore16(acc[v][i], v, tile + (sub * FPB + i) * KB);
+    }   /* sub */
+    const int p0 = pbo * CHANVEC_SUB * FPB, rem0 = p0 % (Ho * Wo);
+    if (p0 + 16 <= P && rem0 + 16 <= Ho * Wo) {
+        /* one image's 16 consecutive positions: per 16 channels, a 16 x 16 transpose in
+         * registers, then one 16-float run per channel */
+        __global float *yo = y + ((long)(p0 / (Ho * Wo)) * K + kb * KB) * Ho * Wo + rem0;
+        for (int v = 0; v < KV; ++v) {
+            float16 t[16], u[16];
+            _Pragma("unroll") for (int i = 0; i < 16; ++i)
+                t[i] = vload16(v, tile + i * KB);
+            TRANSPOSE16(t, u)
+            _Pragma("unroll") for (int j = 0; j < 16; ++j)
+                vstore16(t[j], 0, yo + (long)(v * 16 + j) * Ho * Wo);
+        }
+        return;
     }
-    for (int i = 0; i < PB; ++i) {
-        const int p = pb * PB + i;
+    for (int i = 0; i < 16; ++i) {
+        const int p = p0 + i;
         if (p >= P)
             break;
         const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
         __global float *yo = y + ((long)n * K + kb * KB) * Ho * Wo + rem;
-        float t[KB];
-        for (int v = 0; v < KV; ++v)
-            vstore16(acc[v][i], v, t);
         for (int j = 0; j < KB; ++j)
-            yo[(long)j * Ho * Wo] = t[j];
+            yo[(long)j * Ho * Wo] = tile[i * KB + j];
     }
+#else
+        for (int i = 0; i < FPB; ++i) {
+            const int p = pb * FPB + i;
+            if (p >= P)
+                break;
+            const int n = p / (Ho * Wo), rem = p % (Ho * Wo);
+            __global float *yo = y + ((long)n * K + kb * KB) * Ho * Wo + rem;
+            float t[KB];
+            for (int v = 0; v < KV; ++v)
+                vstore16(acc[v][i], v, t);
+            for (int j = 0; j < KB; ++j)
+                yo[(long)j * Ho * Wo] = t[j];
+        }
+    }   /* sub */
+#endif
 }
 
 /* What the two backward-weights kernels share: their arguments, their first names, the
