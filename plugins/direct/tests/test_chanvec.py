@@ -76,15 +76,27 @@ def test_matches_the_reference(handle, name):
                                           (32, "-DCHANVEC_FPB=4 -DCHANVEC_SUB=4"),
                                           (16, "-DCHANVEC_FPB=8 -DCHANVEC_SUB=2")])
 def test_forward_work_items_hold_16_positions(k, fwd_block):
-    """chanvec_fwd's work-items take 16 positions each (sub-blocks of FPB, FWD_BLOCKS),
-    backward weights keep the block's slots (CHANVEC_PB)."""
+    """chanvec_fwd's work-items take 16 positions each (sub-blocks of FPB, FWD_BLOCKS) on
+    short reductions or large pictures, one block elsewhere; backward weights keep the
+    block's slots (CHANVEC_PB)."""
     p = P(3, 8, 6, 6, k, 3, 3, pad_h=1, pad_w=1)
     pb, kv = chanvec_plan.block(p)
     pack, fwd = chanvec_plan.plan(p, 0.5)
     assert fwd.kernel == "chanvec_fwd"
     assert fwd.options == f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} {fwd_block}"
     assert fwd.global_size == (-(-108 // 16), k // (16 * kv))
-    assert pack.options == fwd.options          # one build per block
+    assert pack.options == fwd.options          # one program
+    # large reductions on small pictures: one block of the block's own positions
+    small = P(2, 512, 7, 7, k, 3, 3, pad_h=1, pad_w=1)
+    assert chanvec_plan.fwd_split(small) == (pb, 1)
+    _, fwd = chanvec_plan.plan(small, 0.5)
+    assert fwd.options == f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}"
+    assert fwd.global_size == (-(-98 // pb), k // (16 * kv))
+    # ... but 16 positions on pictures of 28x28 and more, or reductions of 288 and less
+    assert chanvec_plan.fwd_split(dataclasses.replace(small, h=28, w=28)) != (pb, 1)
+    assert chanvec_plan.fwd_split(dataclasses.replace(small, c=32)) != (pb, 1)
+    wrw = chanvec_plan.plan(p.with_direction("wrw"), 0.5)
+    assert all(launch.options == f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}" for launch in wrw)
 
 
 #: Groups of fewer input channels than a block's 6 slots: the slots take several filter

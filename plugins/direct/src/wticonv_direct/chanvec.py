@@ -6,7 +6,7 @@ backward weights at any filter, stride and padding, groups whose K/G is a multip
 (the register blocks, :data:`.chanvec_plan.BLOCKS`); backward data at stride 1 with
 padding at most R-1 x S-1 and C/G a multiple of 16, run as the forward kernel on dy
 with the filters flipped and transposed (:func:`.chanvec_plan.forward_view`). Dynamic:
-three builds per device at most (one per register block); every size is a kernel
+six builds per device at most (two per register block); every size is a kernel
 argument. Kernels: ``kernels/chanvec.cl``; launches: :mod:`.chanvec_plan`. The workspace
 holds the packed filters, 4 K C/G R S bytes (forward and backward data), or the packed
 dy, 4 N K Ho Wo bytes, and in chunks of rows their partial dws (backward weights).

@@ -12,8 +12,10 @@ output channels contiguous per position) and ``chanvec_wrw`` (a work-item per bl
 output channels x input channels of one filter tap; ``chanvec_wrw_slots`` for groups of
 fewer input channels than a block has slots, which fills them with several filter
 columns); where a block's packed dy is large, in chunks of rows, then ``chanvec_wrw_sum``
-(:func:`wrw_chunks`). The build options depend only on
-K/G (C/G in backward data: which of three register blocks), never on other sizes.
+(:func:`wrw_chunks`). The build options depend only on K/G (C/G in backward data: which
+of three register blocks) and, for chanvec_fwd, on whether a work-item runs 16 positions
+(:func:`fwd_split`: the picture's size and the reduction's length against two fixed
+thresholds): six builds at most.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from wticonv.runtime.kit import Launch, kernel_family
 
 from .programs import KERNELS
 
-__all__ = ["BLOCKS", "FWD_BLOCKS", "block", "kb_fast", "decline_reason", "forward_view", "workspace_bytes",
+__all__ = ["BLOCKS", "FWD_BLOCKS", "RUNS_MIN_PICTURE", "RUNS_MAX_REDUCTION", "fwd_split",
+           "block", "kb_fast", "decline_reason", "forward_view", "workspace_bytes",
            "wrw_slots", "wrw_items", "wrw_chunks", "plan"]
 
 #: ``(positions, vectors of 16 output channels)`` per work-item, the first whose channel
@@ -45,6 +48,17 @@ BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: work-item, 0.85-0.92x on five layers of 32-channel blocks (ResNeXt-50's groups of 32,
 #: K = 96 and 480); 8 x 1, 2 a work-item, 0.49-0.73x on four of 16-channel blocks.
 FWD_BLOCKS = {(6, 4): (4, 4), (12, 2): (4, 4), (12, 1): (8, 2)}
+#: ... but only where the output pictures hold at least :data:`RUNS_MIN_PICTURE` positions
+#: or the reduction (C/G x R x S) is at most :data:`RUNS_MAX_REDUCTION`: elsewhere one
+#: block of the block's own positions a work-item (fewer passes over the filters per
+#: multiply-add) paid. The whole solver, packing included, 16 positions against one
+#: block (Zen 4, best of 3 interleaved rounds x 5 runs, N=8): 0.77 on the stem, 0.94-0.97
+#: on 3x3 layers on 56x56 and 28x28, 0.86 on 256 -> 1024 1x1 on 14x14 (reduction 256),
+#: 0.78-0.85 on ResNeXt's groups (144 and 288); but 1.06-1.11 on 1x1 layers of 1024
+#: channels on 14x14, 1.03-1.10 on 512 -> 512 3x3 and 2048 -> 512 1x1 on 7x7 (1.00-1.02
+#: at reductions of 512, and on 28x28 with 512 channels).
+RUNS_MIN_PICTURE = 28 * 28
+RUNS_MAX_REDUCTION = 288
 #: The packing passes' cost in the WTI model, as bytes moved at the device's bandwidth per
 #: float packed: 8 (read and written once) x the factor. chanvec_pack (filters forward,
 #: dy in backward weights) transposes 16 x 16 blocks in registers: on a 2-core Zen 4
@@ -213,9 +227,26 @@ def wrw_items(problem) -> int:
     return (p.k // (16 * kv)) * nc * taps
 
 
-def _options(pb: int, kv: int) -> str:
-    fpb, sub = FWD_BLOCKS[(pb, kv)]
-    return f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv} -DCHANVEC_FPB={fpb} -DCHANVEC_SUB={sub}"
+def fwd_split(problem) -> tuple[int, int]:
+    """chanvec_fwd's ``(positions a block, blocks a work-item)`` for the forward problem
+    ``problem`` (backward data's :func:`forward_view`): :data:`FWD_BLOCKS` where
+    :data:`RUNS_MIN_PICTURE` or :data:`RUNS_MAX_REDUCTION` says so, else one block of
+    the register block's positions."""
+    p = problem
+    pb, kv = block(p)
+    if (p.ho * p.wo >= RUNS_MIN_PICTURE
+            or (p.c // p.groups) * p.r * p.s <= RUNS_MAX_REDUCTION):
+        return FWD_BLOCKS[(pb, kv)]
+    return pb, 1
+
+
+def _options(pb: int, kv: int, split: tuple[int, int] | None = None) -> str:
+    """The build options of block ``(pb, kv)``; with chanvec_fwd's ``split`` (positions,
+    blocks a work-item) where it runs more than one block a work-item."""
+    opts = f"-DCHANVEC_PB={pb} -DCHANVEC_KV={kv}"
+    if split is None or split[1] == 1:
+        return opts
+    return f"{opts} -DCHANVEC_FPB={split[0]} -DCHANVEC_SUB={split[1]}"
 
 
 def plan(problem, efficiency: float) -> list[Launch]:
@@ -224,9 +255,9 @@ def plan(problem, efficiency: float) -> list[Launch]:
     and written once) at the device's bandwidth."""
     p = problem
     pb, kv = block(p)
-    opts = _options(pb, kv)
     if p.direction == "wrw":
-        return _plan_wrw(p, pb, kv, opts, efficiency)
+        return _plan_wrw(p, pb, kv, _options(pb, kv), efficiency)
+    opts = _options(pb, kv, fwd_split(forward_view(p)))
     if p.direction == "bwd":
         return _plan_bwd(p, pb, kv, opts, efficiency)
     crs = (p.c // p.groups) * p.r * p.s
@@ -263,7 +294,7 @@ def _fwd(f, p, pb: int, kv: int, opts: str, buffers: tuple, efficiency: float) -
     :func:`forward_view`), reading and writing ``buffers`` (input, packed filters,
     output), its grid in the order :func:`kb_fast` picks; ``p``'s FLOPs."""
     fast = kb_fast(f)
-    fpb, sub = FWD_BLOCKS[(pb, kv)]
+    fpb, sub = fwd_split(f)
     grid = (-(-(f.n * f.ho * f.wo) // (fpb * sub)), f.k // (16 * kv))
     return KERNELS.launch("chanvec.cl", "chanvec_fwd", opts, grid[::-1] if fast else grid,
                           (1, 1), lambda: buffers + _sizes(f) + (np.int32(fast),),
