@@ -13,8 +13,9 @@ import pytest
 from wticonv import ConvProblem, Decline, reference, rms_range
 from wticonv.problem.tensors import OUTPUT_TENSOR
 from wticonv_direct import chanvec_plan
-from wticonv_direct.chanvec import (BLOCK_EFFICIENCY, REDUCTION_HALF, TAP_OVERHEAD, efficiency,
-                                    predicted_seconds, solver)
+from wticonv_direct.chanvec import (BLOCK_EFFICIENCY, ONE_BLOCK_EFFICIENCY,
+                                    ONE_BLOCK_REDUCTION_HALF, REDUCTION_HALF, TAP_OVERHEAD,
+                                    efficiency, predicted_seconds, solver)
 
 P = ConvProblem
 
@@ -280,8 +281,10 @@ def test_declines_with_a_reason(problem, device, words):
 
 def test_wti_model_figures():
     dev = _device()
+    # a long reduction on 7x7 pictures: one block a work-item, its own constants
     p = P(8, 2048, 7, 7, 512, 1, 1)
-    eff = BLOCK_EFFICIENCY[(6, 4)] * 2048 / (2048 + REDUCTION_HALF + TAP_OVERHEAD)
+    assert chanvec_plan.fwd_split(p) == (6, 1)
+    eff = ONE_BLOCK_EFFICIENCY[(6, 4)] * 2048 / (2048 + ONE_BLOCK_REDUCTION_HALF + TAP_OVERHEAD)
     assert efficiency(p) == pytest.approx(eff)
     packing = chanvec_plan.PACK_BYTES_FACTOR * 8 * 512 * 2048 / dev.bandwidth
     expected = 2 * dev.launch_overhead_s + packing + p.flops / (dev.peak_flops * eff)

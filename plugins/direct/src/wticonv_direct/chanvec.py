@@ -27,7 +27,8 @@ WTI model (fraction of ``device.peak_flops``)::
          + flops / (peak x efficiency)
     forward (and backward data, as the forward problem it runs: q = K/G x R x S):
     efficiency = BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF + TAP_OVERHEAD x R x S)
-    q = C/G x R x S
+    q = C/G x R x S   (ONE_BLOCK_EFFICIENCY and ONE_BLOCK_REDUCTION_HALF where a
+                       work-item runs one block: chanvec_plan.fwd_split)
     backward weights (:func:`wrw_efficiency`):
     efficiency = WRW_EFFICIENCY[block] x L / (rows x (Wo + WRW_ROW_OVERHEAD)
                  + WRW_ITEM_OVERHEAD) x fill x used x (WRW_POINTWISE for 1x1)
@@ -63,6 +64,7 @@ from wticonv.runtime.kit import enqueue, launches_seconds, modelled_kind, progra
 from . import chanvec_plan
 
 __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP_OVERHEAD",
+           "ONE_BLOCK_EFFICIENCY", "ONE_BLOCK_REDUCTION_HALF",
            "WRW_EFFICIENCY", "WRW_ROW_OVERHEAD", "WRW_POINTWISE", "WRW_ITEM_OVERHEAD",
            "efficiency", "wrw_efficiency", "wrw_fill_used", "predicted_seconds"]
 
@@ -76,6 +78,12 @@ BLOCK_EFFICIENCY = {(6, 4): 0.80, (12, 2): 0.78, (12, 1): 0.76}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
 REDUCTION_HALF = 20
+#: The same two for the forward problems that chanvec_fwd runs one block a work-item
+#: (chanvec_plan.fwd_split: long reductions on small pictures), the kernel that the
+#: constants fitted before the 16-position work-items describe (fitted as above to three
+#: calibrations of 2026-12-06 and 2026-12-07; the 12 x 16 block's from a fourth).
+ONE_BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.72}
+ONE_BLOCK_REDUCTION_HALF = 60
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
 TAP_OVERHEAD = 1
 #: Backward weights: fraction of peak of a long row, per register block; 12 x 16 as
@@ -96,8 +104,12 @@ def efficiency(problem, compute_units: int = 1) -> float:
         return wrw_efficiency(problem, compute_units)
     problem = chanvec_plan.forward_view(problem)     # backward data: the forward it runs
     q = (problem.c // problem.groups) * problem.r * problem.s
-    return (BLOCK_EFFICIENCY[chanvec_plan.block(problem)] * q
-            / (q + REDUCTION_HALF + TAP_OVERHEAD * problem.r * problem.s))
+    block = chanvec_plan.block(problem)
+    if chanvec_plan.fwd_split(problem)[1] > 1:
+        eff, half = BLOCK_EFFICIENCY[block], REDUCTION_HALF
+    else:
+        eff, half = ONE_BLOCK_EFFICIENCY[block], ONE_BLOCK_REDUCTION_HALF
+    return eff * q / (q + half + TAP_OVERHEAD * problem.r * problem.s)
 
 
 def wrw_efficiency(problem, compute_units: int) -> float:
