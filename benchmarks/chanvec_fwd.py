@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="4x4x4,4x2x4,8x1x2",
                     help="comma-separated PBxKV[xSUB], each optionally followed by "
                          ":NAME=VALUE macros joined with + (4x4x4:CHANVEC_ROWS_CG=0); "
-                         "default 4x4x4,4x2x4,8x1x2 (the solver's)")
+                         "default 4x4x4,4x2x4,8x1x2 (the solver's 16-position splits; "
+                         "6x4, 12x2, 12x1 are its one-block ones)")
     ap.add_argument("--order", choices=("plan", "positions", "channels"), default="plan",
                     help="the kernel's grid: as the solver's plan orders it (default), "
                          "position blocks first, or channel blocks first")

@@ -13,7 +13,10 @@ are left out and counted. Then each direction's constants are chosen on a grid t
 minimize the rms of ``log(model e / implied e)`` over its runs (wticonv_direct.chanvec):
 
 - forward: ``BLOCK_EFFICIENCY[block] x q / (q + REDUCTION_HALF + TAP_OVERHEAD x R x S)``,
-  ``q = C/G x R x S``;
+  ``q = C/G x R x S``: one set of constants over every run; the solver keeps a second
+  (``ONE_BLOCK_EFFICIENCY``, ``ONE_BLOCK_REDUCTION_HALF``) for the problems whose forward
+  runs one block a work-item (``chanvec_plan.fwd_split``), and the "current constants"
+  line scores the solver's own model, each run on its path's constants;
 - backward weights: ``WRW_EFFICIENCY[block] x L / (rows x (Wo + WRW_ROW_OVERHEAD) +
   WRW_ITEM_OVERHEAD) x fill x used x (WRW_POINTWISE for 1x1 filters)``, rows = N x Ho,
   L = rows x Wo, fill and used as :func:`chanvec.wrw_fill_used` computes them (known,
@@ -127,8 +130,12 @@ def fit_fwd(runs) -> None:
     print(f"fit: BLOCK_EFFICIENCY = {{{', '.join(f'{b}: {e:.2f}' for b, e in eff.items())}}}"
           f", REDUCTION_HALF = {half}, TAP_OVERHEAD = {tap}: rms log error {rms:.3f}, "
           f"median {np.median(err):+.3f}")
-    now = fwd_errors(data, {b: chanvec.BLOCK_EFFICIENCY[b] for b in blocks},
-                     chanvec.REDUCTION_HALF, chanvec.TAP_OVERHEAD)
+    # the solver's own model, each run with the constants of the path its forward view
+    # takes (chanvec_plan.fwd_split: 16 positions a work-item or one block)
+    now = np.array([math.log(chanvec.efficiency(p) / e) for p, _, e, _ in runs])
+    sixteen = sum(chanvec_plan.fwd_split(f)[1] > 1 for f in views)
+    print(f"{sixteen} of the {len(runs)} runs take the 16-position path, "
+          f"{len(runs) - sixteen} one block a work-item")
     print(f"current constants: rms log error {np.sqrt(np.mean(now ** 2)):.3f}, "
           f"median {np.median(now):+.3f}")
     for direction in ("fwd", "bwd"):
