@@ -47,10 +47,12 @@ others are pictures of 1x1 to 7x7 whose two launches took 4-16 us against the 40
 device figure charges). Forward: 375 runs, rms log error 0.44 (median -0.01), about what
 two timings of one probe differ by on that machine (the first, hand-set constants 0.75,
 0.55, 150, no tap term and the packing at the full bandwidth: 1.35x too slow at the
-median); refitted for the forward kernel's 16-position work-items (2026-12-07, eighth
-session: calibrate-cpu-zen4-eighth{,-b}.csv, 886 forward and backward-data runs, rms log
-error 0.48, median -0.03). Backward weights: 121 runs, rms log error 0.38 (median -0.02); on ResNet-50's
-23 backward-weights layers at N=8, fitted to nothing, 0.17 (median +0.06). Those runs
+median); those constants are kept for the forward work-items of one block
+(ONE_BLOCK_EFFICIENCY), and refitted for those of 16 positions (2026-12-07, eighth session:
+calibrate-cpu-zen4-eighth{,-b}.csv, 886 forward and backward-data runs, rms log error
+0.48, median -0.03). Backward weights: 121 runs, rms log error 0.38 (median -0.02); on
+ResNet-50's 23 backward-weights layers at N=8, fitted to nothing, 0.17 (median +0.06).
+Those runs
 predate chanvec_wrw_slots: their groups of fewer channels than slots ran half idle, so a
 refit on them now misreads those few (the tool gives 0.45 over the same runs); refit on
 a fresh calibration.
