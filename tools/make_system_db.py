@@ -107,8 +107,9 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
     predicted on a stand-in with the device figures the files record, and store it for
     device ``key`` in the cache ``cache_dir``. ``stale``: solver ids (or id prefixes such as
     ``winograd.``) whose kernels changed after every file but the last was measured: their
-    runs are taken from the last file only; ``PREFIX@K`` from the last K files. Returns the
-    number of probe runs fitted.
+    runs are taken from the last file only; ``PREFIX@K`` from the last K files (where
+    prefixes overlap, the longest that matches a solver decides). Returns the number of
+    probe runs fitted.
 
     Raises SystemExit (with the reason) for files of several devices or none usable, and
     for a ``stale`` prefix that is empty, has no run in the last file (a typo, or a solver
@@ -130,7 +131,10 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
         if not prefix:
             raise SystemExit(f"make_system_db: --stale {spec!r} would match every solver: "
                              "give a solver id or an id prefix such as winograd.")
-        if at and not (k.isdigit() and 1 <= int(k) < len(files)):
+        if prefix in keep:
+            raise SystemExit(f"make_system_db: --stale {prefix} given twice: give each prefix "
+                             "once (with the K it needs)")
+        if at and not (k.isascii() and k.isdigit() and 1 <= int(k) < len(files)):
             raise SystemExit(f"make_system_db: --stale {spec}: K must be a whole number from 1 "
                              f"to {len(files) - 1} (the files measured since the change, of "
                              f"the {len(files)} given)")
@@ -148,7 +152,9 @@ def refit(key: str, files: list[str], cache_dir: str, stale: tuple[str, ...] = (
                              "check the prefix, or give a file that measured it last")
     for i, file_rows in enumerate(loaded):
         for r in file_rows:
-            hit = next((s for s in stale if str(r.get("solver")).startswith(s)), None)
+            # the longest matching prefix decides (direct.chanvec@2 over direct.)
+            hit = max((s for s in stale if str(r.get("solver")).startswith(s)), key=len,
+                      default=None)
             if hit is not None and i < len(files) - keep[hit]:
                 dropped[hit] += 1
             else:
@@ -204,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="refit from these recorded probes (`wticonv calibrate --csv`) "
                          "instead of calibrating; DEVICE is then the device key "
                          "(platform|name|driver version) the records serve")
-    ap.add_argument("--stale", action="append", default=[], metavar="SOLVER",
+    ap.add_argument("--stale", action="append", default=[], metavar="PREFIX[@K]",
                     help="with --refit: a solver id or id prefix (e.g. winograd.) whose "
                          "kernels changed since all but the last --refit file were measured: "
                          "its runs come from the last file only; PREFIX@K from the last K "

@@ -428,6 +428,11 @@ def test_refit_takes_stale_solvers_runs_from_the_last_k_files(tmp_path):
     f2 = Store(tmp_path / "s2").get_calibration(key)
     f1 = Store(tmp_path / "s1").get_calibration(key)
     assert f2["winograd.f2x3"][1] != f1["winograd.f2x3"][1]
+    # overlapping prefixes: the longest that matches decides, whatever their order
+    both = [mod.refit(key, files, str(tmp_path / f"o{i}"), order)
+            for i, order in enumerate((("winograd.", "winograd.f2x3@2"),
+                                       ("winograd.f2x3@2", "winograd.")))]
+    assert both[0] == both[1] > last1
 
 
 @pytest.mark.parametrize("stale, files, message", [
@@ -436,6 +441,8 @@ def test_refit_takes_stale_solvers_runs_from_the_last_k_files(tmp_path):
     (("winograd.@2",), 2, "K must be a whole number from 1 to 1"),
     (("winograd.@0",), 3, "K must be a whole number from 1 to 2"),
     (("winograd.@x",), 2, "K must be a whole number"),
+    (("winograd.@\u00b2",), 3, "K must be a whole number"),
+    (("winograd.@1", "winograd.@2"), 3, "given twice"),
     (("winogard.",), 2, "has no run of such a solver"),
     (("winograd.",), 1, "at least two --refit files"),
 ])
