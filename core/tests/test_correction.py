@@ -87,10 +87,17 @@ def test_timing_inputs_are_views_of_one_random_pool(monkeypatch):
     assert xa["x"].dtype == np.float32 and not xa["x"].flags.writeable
     assert -1.0 <= xa["x"].min() < -0.9 and 0.9 < xa["x"].max() < 1.0
     assert np.shares_memory(xa["x"], inputs.timing_inputs(b)["x"])     # drawn once
+    # past the pool's largest size: the pool repeated, read-only, never drawn again
     monkeypatch.setattr(inputs, "POOL_MAX_VALUES", 1000)
-    big = inputs.timing_inputs(a)                       # 1600 values: drawn afresh
-    assert not np.shares_memory(big["x"], xa["x"]) and big["x"].flags.writeable
-    assert np.array_equal(big["x"], inputs.random_inputs(a, 0)["x"])
+    monkeypatch.setattr(inputs, "_pool", np.empty(0, dtype=np.float32))
+    monkeypatch.setattr(inputs, "random_inputs", None)
+    big = inputs.timing_inputs(a)                       # x: 1600 values, w: 288
+    pool = inputs._pool
+    assert pool.size == 1000 and big["x"].shape == (2, 8, 10, 10)
+    assert not np.shares_memory(big["x"], pool) and not big["x"].flags.writeable
+    flat = big["x"].ravel()
+    assert np.array_equal(flat[:1000], pool) and np.array_equal(flat[1000:], pool[:600])
+    assert np.shares_memory(big["w"], pool) and np.array_equal(big["w"].ravel(), pool[:288])
 
 
 def test_features_see_parallelism_reduction_groups_and_direction():

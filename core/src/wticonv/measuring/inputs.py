@@ -16,7 +16,7 @@ __all__ = ["POOL_MAX_VALUES", "available_host_bytes", "check_host", "random_inpu
            "timing_inputs"]
 
 #: Most float32 values (128 MiB) of the random pool :func:`timing_inputs` keeps between
-#: calls; a larger tensor is drawn afresh.
+#: calls; a larger tensor repeats it.
 POOL_MAX_VALUES = 2**25
 
 _pool = np.empty(0, dtype=np.float32)
@@ -42,23 +42,34 @@ def timing_inputs(p: ConvProblem) -> dict[str, np.ndarray]:
     starts with the same values; a timing needs values of the right distribution, not
     independent ones). Drawing fresh inputs took 34 ms per problem on the H200's host,
     40 % of a calibration's time (benchmarks/calibrate_profile.py). The pool grows to the
-    largest tensor asked for, up to :data:`POOL_MAX_VALUES`; larger tensors are drawn as
-    :func:`random_inputs` draws them."""
+    largest tensor asked for, up to :data:`POOL_MAX_VALUES`; a larger tensor is a read-only
+    copy of the pool repeated (drawing such tensors afresh took 0.32 s each, 6.8 of a cold
+    calibration's 54.6 s on the H100's host: benchmarks/results/calibrate-profile-h100-k.txt)."""
     global _pool
     shapes = {name: shape for name, shape in (("x", p.x_shape), ("w", p.w_shape),
                                               ("y", p.y_shape))
               if name != OUTPUT_TENSOR[p.direction]}
     need = max(math.prod(s) for s in shapes.values())
-    if need > POOL_MAX_VALUES:
-        return random_inputs(p, 0)
-    if need > _pool.size:
+    if need > _pool.size and _pool.size < POOL_MAX_VALUES:
         size = min(POOL_MAX_VALUES, max(need, 2 * _pool.size, 2**20))
         pool = np.random.default_rng(0).random(size=size, dtype=np.float32)
         pool *= 2.0
         pool -= 1.0
         pool.flags.writeable = False
         _pool = pool
-    return {name: _pool[:math.prod(shape)].reshape(shape) for name, shape in shapes.items()}
+    out = {}
+    for name, shape in shapes.items():
+        count = math.prod(shape)
+        if count <= _pool.size:
+            out[name] = _pool[:count].reshape(shape)
+        else:
+            a = np.empty(count, dtype=np.float32)   # the pool repeated
+            for start in range(0, count, _pool.size):
+                n = min(_pool.size, count - start)
+                a[start:start + n] = _pool[:n]
+            a.flags.writeable = False
+            out[name] = a.reshape(shape)
+    return out
 
 
 def available_host_bytes() -> int | None:
