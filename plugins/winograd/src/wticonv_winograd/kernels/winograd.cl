@@ -40,16 +40,10 @@ __kernel void filter_transform(__global const float *restrict w, __global float 
     const int o = oi / I, i = oi - o * I;
     __global const int *pc = pieces + 6 * p;
     float gp[WINO_RH * WINO_RW];
-    #pragma unroll
-    for (int a = 0; a < WINO_RH; ++a) {
-        const int fr = pc[PC_FR0] + pc[PC_FSH] * a;
-        #pragma unroll
-        for (int b = 0; b < WINO_RW; ++b) {
-            const int fc = pc[PC_FC0] + pc[PC_FSW] * b;
-            gp[a * WINO_RW + b] = (fr < R && fc < S)
-                ? w[wbase + g * wgs + o * so + i * si + fr * sr + fc * ss] : 0.0f;
-        }
-    }
+#define TAP(k, fr, fc, in) \
+    gp[k] = (in) ? w[wbase + g * wgs + o * so + i * si + fr * sr + fc * ss] : 0.0f;
+    WINO_PIECE_TAPS(pc, R, S, TAP)
+#undef TAP
     float ut[AH * AW];
     wino_filter_tile(ut, gp);
     const long PI = (long)P * I;

@@ -61,6 +61,18 @@
 #define PC_OFFH 4
 #define PC_OFFW 5
 
+/* Every tap (a, b) of the piece whose table row is PC: STEP(k, fr, fc, in) with k its
+ * index in the RH x RW piece, (fr, fc) the filter tap it takes and in whether that tap is
+ * inside the R x S filter (a piece past the filter's edge is zero there). */
+#define WINO_PIECE_TAPS(PC, R, S, STEP)                                                   \
+    _Pragma("unroll") for (int a_ = 0; a_ < WINO_RH; ++a_) {                              \
+        const int fr_ = (PC)[PC_FR0] + (PC)[PC_FSH] * a_;                                 \
+        _Pragma("unroll") for (int b_ = 0; b_ < WINO_RW; ++b_) {                          \
+            const int fc_ = (PC)[PC_FC0] + (PC)[PC_FSW] * b_;                             \
+            STEP(a_ * WINO_RW + b_, fr_, fc_, (fr_ < (R) && fc_ < (S)))                   \
+        }                                                                                 \
+    }
+
 
 /* out (rows x cols, row-major) = A . B, a small matrix product of the transforms, with
  * A's entry (r, a) at A[r*ar + a*ak] and B's entry (a, c) at B[a*bk + c*bc]: the strides

@@ -61,19 +61,14 @@ void filter_transform_vec(__global const float *restrict w, __global float *rest
     __global const int *pc = pieces + 6 * p;
     __global const float *wo = w + wbase + g * wgs + o * so + (long)i0 * si;
     floatv gp[WINO_RH * WINO_RW];
-    #pragma unroll
-    for (int a = 0; a < WINO_RH; ++a) {
-        const int fr = pc[PC_FR0] + pc[PC_FSH] * a;
-        #pragma unroll
-        for (int b = 0; b < WINO_RW; ++b) {
-            const int fc = pc[PC_FC0] + pc[PC_FSW] * b;
-            float t[WINO_VW];
-            const bool in = fr < R && fc < S;
-            for (int j = 0; j < WINO_VW; ++j)
-                t[j] = (in && j < valid) ? wo[j * si + fr * sr + fc * ss] : 0.0f;
-            gp[a * WINO_RW + b] = VLOAD(0, t);
-        }
+#define TAP(k, fr, fc, in) {                                                            \
+        float t[WINO_VW];                                                               \
+        for (int j = 0; j < WINO_VW; ++j)                                               \
+            t[j] = ((in) && j < valid) ? wo[j * si + fr * sr + fc * ss] : 0.0f;         \
+        gp[k] = VLOAD(0, t);                                                            \
     }
+    WINO_PIECE_TAPS(pc, R, S, TAP)
+#undef TAP
     floatv ut[AH * AW];
     wino_filter_tile_v(ut, gp);
     const long PI = (long)P * I;
