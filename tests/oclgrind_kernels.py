@@ -159,8 +159,8 @@ def problems() -> dict[str, Case]:
 
 
 #: Solvers that accept problems on these variants only (elsewhere they decline all):
-#: direct.chanvec needs a CPU with 16-float vectors.
-ONLY_ON = {"direct.chanvec": ("cpu",)}
+#: direct.chanvec needs a CPU with 8- or 16-float vectors.
+ONLY_ON = {"direct.chanvec": ("cpu", "cpu-vw8")}
 
 
 def builtin_plugins() -> dict[str, Path]:

@@ -59,28 +59,29 @@ NEEDED = ("problem", "solver", "measured_ms", "kind", "compute_units", "peak_flo
 
 
 def implied(rows):
-    """[(problem, block, implied efficiency, compute units)] of the runs above the
-    model's floor, and the number left out."""
+    """[(problem, block, implied efficiency, compute units, vector width)] of the runs
+    above the model's floor (each planned for its own device's vector width: AVX2's
+    blocks are not AVX-512's), and the number left out."""
     out, floor = [], 0
     for r in rows:
         p = parse_key(r["problem"])
-        units = int(r["compute_units"])
+        units, width = int(r["compute_units"]), int(r["vector_width"])
         dev = RecordingDevice("cpu", compute_units=units, peak_flops=float(r["peak_flops"]),
                               bandwidth=float(r["bandwidth"]),
                               launch_overhead_s=float(r["launch_overhead_s"]),
-                              vector_width=int(r["vector_width"]))
+                              vector_width=width)
         measured = float(r["measured_ms"]) / 1e3
         lo, hi = E_LOW, E_HIGH
         for _ in range(60):
             mid = math.sqrt(lo * hi)
-            if launches_seconds(chanvec_plan.plan(p, mid), dev) > measured:
+            if launches_seconds(chanvec_plan.plan(p, mid, width), dev) > measured:
                 lo = mid
             else:
                 hi = mid
         if not E_LOW * 1.01 < mid < E_HIGH * 0.99:
             floor += 1
             continue
-        out.append((p, chanvec_plan.block(p), mid, units))
+        out.append((p, chanvec_plan.block(p, width), mid, units, width))
     return out, floor
 
 
@@ -105,9 +106,9 @@ def _best_blocks(data, blocks, err):
 
 def fit_fwd(runs) -> None:
     # backward data runs the forward kernel on its forward view (chanvec_plan.forward_view)
-    views = [chanvec_plan.forward_view(p) for p, _, _, _ in runs]
+    views = [chanvec_plan.forward_view(p) for p, *_ in runs]
     data = [(b, (f.c // f.groups) * f.r * f.s, f.r * f.s, e)
-            for f, (_, b, e, _) in zip(views, runs)]
+            for f, (_, b, e, _, _) in zip(views, runs)]
     blocks = sorted({d[0] for d in data})
     for b in blocks:
         qs = np.array([d[1] for d in data if d[0] == b])
@@ -132,14 +133,15 @@ def fit_fwd(runs) -> None:
           f"median {np.median(err):+.3f}")
     # the solver's own model, each run with the constants of the path its forward view
     # takes (chanvec_plan.fwd_split: 16 positions a work-item or one block)
-    now = np.array([math.log(chanvec.efficiency(p) / e) for p, _, e, _ in runs])
-    sixteen = sum(chanvec_plan.fwd_split(f)[1] > 1 for f in views)
+    now = np.array([math.log(chanvec.efficiency(p, units, width) / e)
+                    for p, _, e, units, width in runs])
+    sixteen = sum(chanvec_plan.fwd_split(f, r[4])[1] > 1 for f, r in zip(views, runs))
     print(f"{sixteen} of the {len(runs)} runs take the 16-position path, "
           f"{len(runs) - sixteen} one block a work-item")
     print(f"current constants: rms log error {np.sqrt(np.mean(now ** 2)):.3f}, "
           f"median {np.median(now):+.3f}")
     for direction in ("fwd", "bwd"):
-        sel = np.array([p.direction == direction for p, _, _, _ in runs])
+        sel = np.array([p.direction == direction for p, *_ in runs])
         if sel.any() and not sel.all():
             print(f"  {direction} alone: {sel.sum()} runs, fitted rms log error "
                   f"{np.sqrt(np.mean(err[sel] ** 2)):.3f}, current "
@@ -148,8 +150,9 @@ def fit_fwd(runs) -> None:
 
 def _wrw_data(runs):
     data = []
-    for p, b, e, units in runs:
-        data.append((b, p.wo, p.r * p.s, p.n * p.ho, chanvec.wrw_fill_used(p, units), e))
+    for p, b, e, units, width in runs:
+        data.append((b, p.wo, p.r * p.s, p.n * p.ho,
+                     chanvec.wrw_fill_used(p, units, width), e))
     return data
 
 

@@ -58,19 +58,33 @@ def _check_against_the_reference(handle, p, seed):
     assert rms_range(out, ref) < solver.tolerance, f"{p.key}: {rms_range(out, ref)}"
 
 
-def _cpu16(handle):
-    if handle.device.kind != "cpu" or handle.device.info.vector_width < 16:
-        pytest.skip("direct.chanvec runs on CPUs with 16-float vectors")
+@pytest.fixture(scope="module", params=[16, 8], ids=["16-float vectors", "8-float vectors"])
+def cpu_handle(request, handle):
+    """A handle on the CPU as a device of 16-float vectors (AVX-512's register blocks) and
+    one on it as a device of 8 (AVX2's), whichever the CPU prefers: a block's results do
+    not depend on the instructions it compiles to, only its speed. Each width its own
+    Device and Handle (a handle keeps each problem's plan)."""
+    from wticonv import Handle
+    from wticonv.runtime.device import Device
+
+    dev = handle.device
+    if dev.kind != "cpu":
+        pytest.skip("direct.chanvec runs on CPUs")
+    if dev.info.vector_width == request.param:
+        return handle
+    info = dataclasses.replace(dev.info, vector_width=request.param)
+    return Handle(Device(dev.cl_device, info, dev.store))
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_matches_the_reference(handle, name):
-    _cpu16(handle)
+def test_matches_the_reference(cpu_handle, name):
     p = CASES[name]
-    _check_against_the_reference(handle, p, seed=3)
+    _check_against_the_reference(cpu_handle, p, seed=3)
     kg = p.k // p.groups
-    assert chanvec_plan.block(p) == ((6, 4) if kg % 64 == 0 else (12, 2) if kg % 32 == 0
-                                     else (12, 1))
+    width = cpu_handle.device.info.vector_width
+    assert chanvec_plan.block(p, width) == (
+        (6, 1) if width < 16 else (6, 4) if kg % 64 == 0 else (12, 2) if kg % 32 == 0
+        else (12, 1))
 
 
 @pytest.mark.parametrize("k, fwd_block", [(64, "-DCHANVEC_FPB=4 -DCHANVEC_SUB=4"),
@@ -113,11 +127,10 @@ WRW_CASES = {
 
 
 @pytest.mark.parametrize("name", list(WRW_CASES))
-def test_backward_weights_match_the_reference(handle, name):
+def test_backward_weights_match_the_reference(cpu_handle, name):
     """chanvec_wrw: every tap's valid columns, slots of several filter columns (the
     stem's 3 channels x 2), repeated slots, groups, strides, padding beyond the filter."""
-    _cpu16(handle)
-    _check_against_the_reference(handle, WRW_CASES[name].with_direction("wrw"), seed=5)
+    _check_against_the_reference(cpu_handle, WRW_CASES[name].with_direction("wrw"), seed=5)
 
 
 #: Backward data at stride 1 (C/G a multiple of 16): padding 0 to R-1, the three blocks,
@@ -137,31 +150,30 @@ BWD_CASES = {
 
 
 @pytest.mark.parametrize("name", list(BWD_CASES))
-def test_backward_data_matches_the_reference(handle, name):
+def test_backward_data_matches_the_reference(cpu_handle, name):
     """chanvec_pack_bwd's flipped, transposed filters and chanvec_fwd on dy."""
-    _cpu16(handle)
     p = BWD_CASES[name].with_direction("bwd")
-    _check_against_the_reference(handle, p, seed=7)
+    _check_against_the_reference(cpu_handle, p, seed=7)
     f = chanvec_plan.forward_view(p)
     assert (f.n, f.c, f.h, f.w, f.k, f.ho, f.wo) == (p.n, p.k, p.ho, p.wo, p.c, p.h, p.w)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
-def test_channel_blocks_first_match_the_reference(handle, direction, monkeypatch):
+def test_channel_blocks_first_match_the_reference(cpu_handle, direction, monkeypatch):
     """chanvec_fwd's grid the other way round (kb_fast: every channel block of a position
     block in turn), forced on the small cases by lowering the input threshold to 0; the
     groups-1 cases of more than one channel block take it."""
-    _cpu16(handle)
+    width = cpu_handle.device.info.vector_width
     monkeypatch.setattr(chanvec_plan, "KB_FAST_INPUT_BYTES", 0)
     cases = CASES if direction == "fwd" else BWD_CASES
     taken = 0
     for i, p in enumerate(cases.values()):
         p = p.with_direction(direction)
         f = chanvec_plan.forward_view(p)
-        _, kv = chanvec_plan.block(p)
-        assert chanvec_plan.kb_fast(f) == (f.groups == 1 and f.k > 16 * kv)
-        taken += chanvec_plan.kb_fast(f)
-        _check_against_the_reference(handle, p, seed=11 + i)
+        _, kv = chanvec_plan.block(p, width)
+        assert chanvec_plan.kb_fast(f, width) == (f.groups == 1 and f.k > 16 * kv)
+        taken += chanvec_plan.kb_fast(f, width)
+        _check_against_the_reference(cpu_handle, p, seed=11 + i)
     assert taken >= 1
 
 
@@ -179,15 +191,14 @@ def test_channel_blocks_first_where_the_input_is_large_and_the_filters_small():
     assert not chanvec_plan.kb_fast(P(8, 256, 56, 56, 512, 1, 1, groups=2))
 
 
-def test_backward_data_spreads_inf_only_through_real_taps(handle):
+def test_backward_data_spreads_inf_only_through_real_taps(cpu_handle):
     """An Inf in dy reaches exactly the dx positions of its window (3x3 around it, cut by
     the picture's edge), never a padding tap's."""
-    _cpu16(handle)
     p = P(1, 32, 5, 5, 16, 3, 3, pad_h=1, pad_w=1, direction="bwd")
     w = np.ones(p.w_shape, np.float32)
     dy = np.ones(p.y_shape, np.float32)
     dy[0, 3, 0, 4] = np.inf
-    dx = handle.compute(p, solver="direct.chanvec", w=w, y=dy)
+    dx = cpu_handle.compute(p, solver="direct.chanvec", w=w, y=dy)
     bad = np.isinf(dx[0])
     assert bad[:, :2, 3:].all() and bad.sum() == 32 * 4
     # ones elsewhere: 16 channels k x the taps inside (2 at an edge, 3 inside, a side)
@@ -197,34 +208,34 @@ def test_backward_data_spreads_inf_only_through_real_taps(handle):
 @pytest.mark.parametrize("name", ["7x7 stem, stride 2, 3 channels", "1x1 picture",
                                   "groups of 32 channels (12 x 32 block)",
                                   "2 channels, 3x5 pad 4: 3 columns a block"])
-def test_backward_weights_in_chunks_of_rows_match_the_reference(handle, name, monkeypatch):
+def test_backward_weights_in_chunks_of_rows_match_the_reference(cpu_handle, name,
+                                                               monkeypatch):
     """Chunks of rows (forced here on small problems), uneven ones included: each chunk's
     partial dw, then chanvec_wrw_sum; both kernels."""
-    _cpu16(handle)
+    width = cpu_handle.device.info.vector_width
     monkeypatch.setattr(chanvec_plan, "WRW_CHUNK_ABOVE_BYTES", 0)
     monkeypatch.setattr(chanvec_plan, "WRW_CHUNK_BYTES", 1)     # a row a chunk, at most
     # batch sizes no other test uses: the handle keeps each problem's plan and workspace
     p = dataclasses.replace(WRW_CASES[name], n=WRW_CASES[name].n + 7, direction="wrw")
-    chunks, rows = chanvec_plan.wrw_chunks(p)
+    chunks, rows = chanvec_plan.wrw_chunks(p, width)
     assert chunks == p.n * p.ho > 1 and rows == 1
-    _check_against_the_reference(handle, p, seed=11)
+    _check_against_the_reference(cpu_handle, p, seed=11)
     p = dataclasses.replace(p, n=p.n + 1)
-    row_bytes = 4 * 16 * chanvec_plan.block(p)[1] * p.wo
+    row_bytes = 4 * 16 * chanvec_plan.block(p, width)[1] * p.wo
     monkeypatch.setattr(chanvec_plan, "WRW_CHUNK_BYTES", 3 * row_bytes)     # 3 rows a chunk
-    chunks, rows = chanvec_plan.wrw_chunks(p)
+    chunks, rows = chanvec_plan.wrw_chunks(p, width)
     assert rows == 3 and chunks == -(-p.n * p.ho // 3)
-    _check_against_the_reference(handle, p, seed=12)
+    _check_against_the_reference(cpu_handle, p, seed=12)
 
 
-def test_backward_weights_leave_padding_taps_out(handle):
+def test_backward_weights_leave_padding_taps_out(cpu_handle):
     """A padding tap contributes an exact zero: an Inf in dy reaches only the weights
     whose tap sees real input at that position."""
-    _cpu16(handle)
     p = P(1, 2, 4, 4, 64, 3, 3, pad_h=1, pad_w=1, direction="wrw")
     x = np.ones(p.x_shape, np.float32)
     dy = np.ones(p.y_shape, np.float32)
     dy[0, 5, 0, 0] = np.inf              # output (0, 0): taps r = 0 or s = 0 are padding
-    dw = handle.compute(p, solver="direct.chanvec", x=x, y=dy)
+    dw = cpu_handle.compute(p, solver="direct.chanvec", x=x, y=dy)
     assert np.isinf(dw[5, :, 1:, 1:]).all() and np.isfinite(dw[5, :, 0, :]).all()
     assert np.isfinite(dw[5, :, :, 0]).all()
     # ones everywhere: each weight counts the positions whose tap is inside (3 or 4 rows
@@ -232,15 +243,14 @@ def test_backward_weights_leave_padding_taps_out(handle):
     assert np.all(dw[4] == np.array([[9.0, 12.0, 9.0], [12.0, 16.0, 12.0], [9.0, 12.0, 9.0]]))
 
 
-def test_nan_in_the_picture_reaches_only_its_outputs(handle):
+def test_nan_in_the_picture_reaches_only_its_outputs(cpu_handle):
     """A padding tap is an exact zero: a NaN spreads only to the outputs whose window
     holds it, and an Inf in a filter only where it meets a nonzero input."""
-    _cpu16(handle)
     p = P(1, 4, 6, 6, 64, 3, 3, pad_h=1, pad_w=1)
     x = np.ones(p.x_shape, np.float32)
     w = np.ones(p.w_shape, np.float32)
     x[0, 1, 0, 0] = np.nan
-    y = handle.compute(p, solver="direct.chanvec", x=x, w=w)
+    y = cpu_handle.compute(p, solver="direct.chanvec", x=x, w=w)
     bad = np.isnan(y[0, 0])
     assert bad[:2, :2].all() and bad.sum() == 4            # the 2x2 windows around (0, 0)
     assert np.all(y[0, :, 2:5, 2:5] == 36.0)               # 4 channels x 9 taps of ones
@@ -270,13 +280,38 @@ def _device(kind="cpu", vector_width=16):
     (P(1, 64, 7, 7, 64, 3, 3, groups=64), _device(), "direct.depthwise serves it"),
     (P(1, 64, 7, 7, 2, 3, 3, groups=2), _device(), "K/G = 1 output channel a group"),
     (P(1, 8, 7, 7, 64, 3, 3), _device("gpu"), "the GPU solvers serve GPUs"),
-    (P(1, 8, 7, 7, 64, 3, 3), _device(vector_width=8), "16-float vectors"),
+    (P(1, 8, 7, 7, 64, 3, 3), _device(vector_width=4), "8- or 16-float vectors"),
 ])
 def test_declines_with_a_reason(problem, device, words):
     got = solver.is_applicable(problem, device)
     assert isinstance(got, Decline) and words in str(got)
     assert solver.is_applicable(P(1, 8, 7, 7, 64, 3, 3), _device()) is True
     assert solver.is_applicable(P(1, 8, 7, 7, 64, 3, 3, direction="wrw"), _device()) is True
+    assert solver.is_applicable(P(1, 8, 7, 7, 64, 3, 3), _device(vector_width=8)) is True
+
+
+def test_narrow_vectors_take_the_narrow_block():
+    """On 8-float vectors (AVX2) every problem runs 6 positions x 16 channels (12
+    registers of 8 floats), forward work-items 4 sub-blocks of 4 positions, with that
+    block's constants; on 16-float vectors the blocks of 64, 32 and 16 channels."""
+    narrow = _device(vector_width=8)
+    p = P(8, 256, 14, 14, 512, 3, 3, pad_h=1, pad_w=1)
+    assert chanvec_plan.block(p, 8) == (6, 1) and chanvec_plan.block(p, 16) == (6, 4)
+    assert chanvec_plan.block(p, 4) is None
+    small = P(8, 3, 224, 224, 64, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2)
+    pack, fwd = chanvec_plan.plan(small, 0.5, 8)
+    assert fwd.options == "-DCHANVEC_PB=6 -DCHANVEC_KV=1 -DCHANVEC_FPB=4 -DCHANVEC_SUB=4"
+    assert chanvec_plan.kb_fast(small, 8)      # channel blocks first: the grid reversed
+    assert fwd.global_size == (64 // 16, -(-8 * 112 * 112 // 16))
+    assert efficiency(small, 2, 8) == pytest.approx(
+        BLOCK_EFFICIENCY[(6, 1)] * 147 / (147 + REDUCTION_HALF + TAP_OVERHEAD * 49))
+    # backward weights: 16 output channels a work-item, so four times the 64-wide grid
+    wrw = small.with_direction("wrw")
+    assert chanvec_plan.wrw_items(wrw, 8) == 4 * chanvec_plan.wrw_items(wrw, 16)
+    assert [launch.options for launch in chanvec_plan.plan(wrw, 0.5, 8)][:2] == [
+        "-DCHANVEC_PB=6 -DCHANVEC_KV=1"] * 2
+    assert solver.workspace_size(wrw, narrow) == chanvec_plan.workspace_bytes(wrw, 8)
+    assert predicted_seconds(p, narrow) != predicted_seconds(p, _device())
 
 
 def test_wti_model_figures():

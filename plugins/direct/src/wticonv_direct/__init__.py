@@ -3,4 +3,4 @@
 Solvers: ``direct.naive`` (every valid problem, all directions; the last resort).
 """
 
-__version__ = "0.2.4"
+__version__ = "0.2.5"

@@ -1,7 +1,8 @@
 """The ``direct.chanvec`` solver: convolution on CPUs with output channels in the vector
 lanes, in every direction (backward data at stride 1).
 
-Applies on CPUs with 16-float vectors (AVX-512), no dilation, not depthwise: forward and
+Applies on CPUs with 16-float vectors (AVX-512) or 8-float ones (AVX2, in a smaller
+register block: :data:`.chanvec_plan.NARROW_BLOCKS`), no dilation, not depthwise: forward and
 backward weights at any filter, stride and padding, groups whose K/G is a multiple of 16
 (the register blocks, :data:`.chanvec_plan.BLOCKS`); backward data at stride 1 with
 padding at most R-1 x S-1 and C/G a multiple of 16, run as the forward kernel on dy
@@ -76,7 +77,12 @@ __all__ = ["ChanvecSolver", "solver", "BLOCK_EFFICIENCY", "REDUCTION_HALF", "TAP
 #: work-item (benchmarks/results/calibrate-cpu-zen4-eighth{,-b}.csv, 886 runs): rms log
 #: error 0.484, median -0.03, against 0.575 and -0.15 for the constants fitted to the
 #: kernel before (0.88, 0.82, 0.72; half 60), which stored each block's outputs one by one.
-BLOCK_EFFICIENCY = {(6, 4): 0.80, (12, 2): 0.78, (12, 1): 0.76}
+#: AVX2's 6 x 16 block (chanvec_plan.NARROW_BLOCKS): the value that makes the model's
+#: mean log error zero, the other constants as they are, over the 152 runs of that path
+#: in a calibration on a 2-core AMD EPYC (Zen 3, AVX2, PoCL 3.1; benchmarks/results/
+#: calibrate-cpu-zen3-avx2-ninth.csv; rms log error 0.45); likewise ONE_BLOCK_EFFICIENCY's
+#: (74 runs, 0.42) and WRW_EFFICIENCY's (109 runs, 0.47).
+BLOCK_EFFICIENCY = {(6, 4): 0.80, (12, 2): 0.78, (12, 1): 0.76, (6, 1): 0.74}
 #: Reduction length (C/G x R x S) at which half of a work-item's time is set-up and
 #: stores (see the module docstring).
 REDUCTION_HALF = 20
@@ -84,13 +90,13 @@ REDUCTION_HALF = 20
 #: (chanvec_plan.fwd_split: long reductions on small pictures), the kernel that the
 #: constants fitted before the 16-position work-items describe (fitted as above to three
 #: calibrations of 2026-12-06 and 2026-12-07; the 12 x 16 block's from a fourth).
-ONE_BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.72}
+ONE_BLOCK_EFFICIENCY = {(6, 4): 0.88, (12, 2): 0.82, (12, 1): 0.72, (6, 1): 0.83}
 ONE_BLOCK_REDUCTION_HALF = 60
 #: What each filter tap (r, s) adds to that length: its offsets and padding test.
 TAP_OVERHEAD = 1
 #: Backward weights: fraction of peak of a long row, per register block; 12 x 16 as
 #: BLOCK_EFFICIENCY's (0.94 against 0.88 for 6 x 64 in that fit, so 1.07 x 0.96).
-WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14, (12, 1): 1.02}
+WRW_EFFICIENCY = {(6, 4): 0.96, (12, 2): 1.14, (12, 1): 1.02, (6, 1): 1.27}
 #: Backward weights: a row's set-up (its tap row test and pointers), in columns' time.
 WRW_ROW_OVERHEAD = 0
 #: Backward weights of 1x1 filters, relative to the others (fitted: 10 % faster).
@@ -99,22 +105,22 @@ WRW_POINTWISE = 1.1
 WRW_ITEM_OVERHEAD = 64
 
 
-def efficiency(problem, compute_units: int = 1) -> float:
-    """The modelled fraction of peak of chanvec_fwd (or chanvec_wrw) on ``problem``
-    (module docstring)."""
+def efficiency(problem, compute_units: int = 1, width: int = 16) -> float:
+    """The modelled fraction of peak of chanvec_fwd (or chanvec_wrw) on ``problem`` on a
+    CPU of ``compute_units`` and ``width``-float vectors (module docstring)."""
     if problem.direction == "wrw":
-        return wrw_efficiency(problem, compute_units)
+        return wrw_efficiency(problem, compute_units, width)
     problem = chanvec_plan.forward_view(problem)     # backward data: the forward it runs
     q = (problem.c // problem.groups) * problem.r * problem.s
-    block = chanvec_plan.block(problem)
-    if chanvec_plan.fwd_split(problem)[1] > 1:
+    block = chanvec_plan.block(problem, width)
+    if chanvec_plan.fwd_split(problem, width)[1] > 1:
         eff, half = BLOCK_EFFICIENCY[block], REDUCTION_HALF
     else:
         eff, half = ONE_BLOCK_EFFICIENCY[block], ONE_BLOCK_REDUCTION_HALF
     return eff * q / (q + half + TAP_OVERHEAD * problem.r * problem.s)
 
 
-def wrw_efficiency(problem, compute_units: int) -> float:
+def wrw_efficiency(problem, compute_units: int, width: int = 16) -> float:
     """chanvec_wrw's modelled fraction of peak: :data:`WRW_EFFICIENCY` of the block, times
     the share of a work-item's time in its positions (each row costs
     :data:`WRW_ROW_OVERHEAD` columns' time to set up, the work-item
@@ -130,27 +136,29 @@ def wrw_efficiency(problem, compute_units: int) -> float:
     taps = WRW_POINTWISE if p.r * p.s == 1 else 1.0
     rows = p.n * p.ho
     length = rows * cols / (rows * (cols + WRW_ROW_OVERHEAD) + WRW_ITEM_OVERHEAD)
-    return min(1.0, WRW_EFFICIENCY[chanvec_plan.block(p)] * length * taps
-               * wrw_fill_used(p, compute_units))
+    return min(1.0, WRW_EFFICIENCY[chanvec_plan.block(p, width)] * length * taps
+               * wrw_fill_used(p, compute_units, width))
 
 
-def wrw_fill_used(problem, compute_units: int) -> float:
+def wrw_fill_used(problem, compute_units: int, width: int = 16) -> float:
     """The share of the compute units chanvec_wrw's work-items fill, times the share of
     its slots that are real (:func:`.chanvec_plan.wrw_slots`; known from the plan, not
     fitted)."""
-    fill = min(1.0, chanvec_plan.wrw_items(problem) / max(compute_units, 1))
-    return fill * chanvec_plan.wrw_slots(problem)[2]    # repeated slots do no real work
+    fill = min(1.0, chanvec_plan.wrw_items(problem, width) / max(compute_units, 1))
+    return fill * chanvec_plan.wrw_slots(problem, width)[2]    # repeated slots do no real work
 
 
 def predicted_seconds(problem, device) -> float:
     """Predicted time in seconds of ``problem`` on the CPU ``device`` (module docstring;
     :func:`wticonv.runtime.kit.launches_seconds` of the plan)."""
-    return launches_seconds(chanvec_plan.plan(problem, _efficiency(problem, device)),
-                            device)
+    return launches_seconds(_plan(problem, device), device)
 
 
-def _efficiency(problem, device) -> float:
-    return efficiency(problem, device.info.compute_units)
+def _plan(problem, device):
+    """The plan of ``problem`` on ``device``, its blocks those of the device's vectors."""
+    width = device.info.vector_width
+    return chanvec_plan.plan(problem, efficiency(problem, device.info.compute_units, width),
+                             width)
 
 
 class ChanvecSolver:
@@ -158,7 +166,7 @@ class ChanvecSolver:
     weights, backward data at stride 1."""
 
     solver_id = "direct.chanvec"
-    scope = ("CPUs with 16-float vectors; fwd and wrw: K/G a multiple of 16; bwd: stride 1, "
+    scope = ("CPUs with 8- or 16-float vectors; fwd and wrw: K/G a multiple of 16; bwd: stride 1, "
              "padding at most R-1 x S-1, C/G a multiple of 16; no dilation, not depthwise")
     hook_api = (1, 2)
     #: rms_range tolerance against the float64 reference (fp32 accumulation along C/G x R x S)
@@ -181,15 +189,15 @@ class ChanvecSolver:
 
     @hookimpl
     def workspace_size(self, problem, device):
-        return chanvec_plan.workspace_bytes(problem)
+        return chanvec_plan.workspace_bytes(problem, device.info.vector_width)
 
     @hookimpl
     def programs(self, problem, device):
-        return programs_of(chanvec_plan.plan(problem, _efficiency(problem, device)))
+        return programs_of(_plan(problem, device))
 
     @hookimpl
     def run(self, problem, device, tensors, workspace):
-        enqueue(device, chanvec_plan.plan(problem, _efficiency(problem, device)),
+        enqueue(device, _plan(problem, device),
                 {"x": tensors.x, "w": tensors.w, "y": tensors.y, "ws": workspace})
 
 

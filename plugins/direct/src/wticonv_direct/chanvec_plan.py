@@ -15,7 +15,8 @@ columns); where a block's packed dy is large, in chunks of rows, then ``chanvec_
 (:func:`wrw_chunks`). The build options depend only on K/G (C/G in backward data: which
 of three register blocks) and, for chanvec_fwd, on whether a work-item runs 16 positions
 (:func:`fwd_split`: the picture's size and the reduction's length against two fixed
-thresholds): six builds at most.
+thresholds): six builds at most. The blocks depend on the device's preferred float vector
+(:func:`blocks`: AVX-512's 16 floats, or AVX2's 8 through :data:`NARROW_BLOCKS`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from wticonv.runtime.kit import Launch, kernel_family
 
 from .programs import KERNELS
 
-__all__ = ["BLOCKS", "FWD_BLOCKS", "RUNS_MIN_PICTURE", "RUNS_MAX_REDUCTION", "fwd_split",
+__all__ = ["BLOCKS", "NARROW_BLOCKS", "MIN_VECTOR_WIDTH", "blocks", "FWD_BLOCKS",
+           "RUNS_MIN_PICTURE", "RUNS_MAX_REDUCTION", "fwd_split",
            "block", "kb_fast", "decline_reason", "forward_view", "workspace_bytes",
            "wrw_slots", "wrw_items", "wrw_chunks", "plan"]
 
@@ -38,6 +40,26 @@ __all__ = ["BLOCKS", "FWD_BLOCKS", "RUNS_MIN_PICTURE", "RUNS_MAX_REDUCTION", "fw
 #: and 14x14 layers 6 x 4 ran at 184-214 GFLOP/s; on ResNeXt-50's groups of 32 channels
 #: 12 x 2 at 113-134 GFLOP/s, of 16 channels 12 x 1 at 82-111 (docs/performance.md).
 BLOCKS = ((6, 4), (12, 2), (12, 1))
+#: The blocks on CPUs whose preferred float vector is 8 wide (AVX2: 16 registers of 8
+#: floats, where each float16 of the kernel takes two): 6 x 16 channels, 12 accumulator
+#: registers. Chosen by `benchmarks/chanvec_fwd.py` on a 2-core AMD EPYC (Zen 3, AVX2,
+#: PoCL 3.1), N=8, best of 2 interleaved rounds: ResNet-50's stem 28.7 ms (6 x 4, which
+#: spills: 61.0; 3 x 2: 34.5; 12 x 1: 45.5), 64 -> 64 3x3 on 56x56 21.9 ms (41.5, 28.1,
+#: 37.8), 512 -> 512 3x3 on 7x7 25.0 ms (39.5, 26.3, 41.9).
+NARROW_BLOCKS = ((6, 1),)
+#: Narrowest preferred float vector the kernel serves (:func:`blocks`).
+MIN_VECTOR_WIDTH = 8
+
+
+def blocks(width: int) -> tuple[tuple[int, int], ...]:
+    """The register blocks for a CPU whose preferred float vector holds ``width`` floats
+    (OpenCL's ``CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT``): :data:`BLOCKS` from 16,
+    :data:`NARROW_BLOCKS` from :data:`MIN_VECTOR_WIDTH`, none below (SSE's and NEON's
+    16 registers of 4 floats would spill any block)."""
+    if width >= 16:
+        return BLOCKS
+    return NARROW_BLOCKS if width >= MIN_VECTOR_WIDTH else ()
+
 #: chanvec_fwd's own split of a work-item, per block of :data:`BLOCKS` (whose positions
 #: are backward weights' slots): ``(positions, sub-blocks)``, the work-item running its
 #: sub-blocks one after the other and writing their 16 positions as one vector per
@@ -47,7 +69,11 @@ BLOCKS = ((6, 4), (12, 2), (12, 1))
 #: stem, 0.87-1.02x on its other forward layers (56x56 to 7x7, 1x1 and 3x3); 4 x 2, 4 a
 #: work-item, 0.85-0.92x on five layers of 32-channel blocks (ResNeXt-50's groups of 32,
 #: K = 96 and 480); 8 x 1, 2 a work-item, 0.49-0.73x on four of 16-channel blocks.
-FWD_BLOCKS = {(6, 4): (4, 4), (12, 2): (4, 4), (12, 1): (8, 2)}
+FWD_BLOCKS = {(6, 4): (4, 4), (12, 2): (4, 4), (12, 1): (8, 2),
+              # AVX2: 4 x 16, 4 a work-item (Zen 3 as above: 64 -> 64 3x3 on 56x56 22.2
+              # ms against 21.9 in one block, the stem 30.7 against 28.7, 256 -> 64 1x1
+              # on 56x56 13.6 against 14.4)
+              (6, 1): (4, 4)}
 #: ... but only where the output pictures hold at least :data:`RUNS_MIN_PICTURE` positions
 #: or the reduction (C/G x R x S) is at most :data:`RUNS_MAX_REDUCTION`: elsewhere one
 #: block of the block's own positions a work-item (fewer passes over the filters per
@@ -109,22 +135,23 @@ KB_FAST_FILTER_BYTES = 5 << 19
 KB_FAST_INPUT_BYTES = 4 << 20
 
 
-def kb_fast(problem) -> bool:
+def kb_fast(problem, width: int = 16) -> bool:
     """Whether chanvec_fwd runs ``problem`` (a forward problem: backward data's
     :func:`forward_view`) channel blocks first (:data:`KB_FAST_FILTER_BYTES`)."""
     p = problem
-    _, kv = block(p)
+    _, kv = block(p, width)
     return (p.groups == 1 and p.k > 16 * kv
             and 4 * p.k * p.c * p.r * p.s <= KB_FAST_FILTER_BYTES
             and 4 * p.n * p.c * p.h * p.w >= KB_FAST_INPUT_BYTES)
 
 
-def block(problem) -> tuple[int, int] | None:
-    """``(positions, vectors)`` of the register block for ``problem`` (:data:`BLOCKS`), or
-    None if no channel block divides K/G (C/G in backward data, whose outputs are dx's
-    channels)."""
+def block(problem, width: int = 16) -> tuple[int, int] | None:
+    """``(positions, vectors)`` of the register block for ``problem`` on a CPU of
+    ``width``-float vectors (:func:`blocks`; every function below that takes ``width``
+    means this one), or None if no channel block divides K/G (C/G in backward data, whose
+    outputs are dx's channels) or the vectors are too narrow."""
     kg = (problem.c if problem.direction == "bwd" else problem.k) // problem.groups
-    return next(((pb, kv) for pb, kv in BLOCKS if kg % (16 * kv) == 0), None)
+    return next(((pb, kv) for pb, kv in blocks(width) if kg % (16 * kv) == 0), None)
 
 
 def decline_reason(problem, device) -> str:
@@ -143,7 +170,7 @@ def decline_reason(problem, device) -> str:
     if p.direction == "bwd" and (p.pad_h > p.r - 1 or p.pad_w > p.s - 1):
         return (f"backward data with padding {p.pad_h}x{p.pad_w} beyond the filter "
                 f"{p.r}x{p.s} (at most R-1 x S-1); the other solvers serve it")
-    if block(p) is None:
+    if block(p) is None:    # the same multiple of 16 at every vector width
         if p.direction == "bwd":
             cg = p.c // p.groups
             return (f"C/G = {cg} input channel{'s' if cg != 1 else ''} a group: backward "
@@ -151,9 +178,9 @@ def decline_reason(problem, device) -> str:
         kg = p.k // p.groups
         return (f"K/G = {kg} output channel{'s' if kg != 1 else ''} a group: needs a "
                 "multiple of 16 (vectors of 16)")
-    if device.info.vector_width < 16:
-        return ("needs 16-float vectors (AVX-512): on narrower ones its 24 accumulator "
-                f"vectors would spill (this device prefers {device.info.vector_width})")
+    if device.info.vector_width < MIN_VECTOR_WIDTH:
+        return (f"needs 8- or 16-float vectors (AVX2, AVX-512): on narrower ones its "
+                f"accumulators would spill (this device prefers {device.info.vector_width})")
     return ""
 
 
@@ -171,25 +198,25 @@ def forward_view(problem):
                                pad_w=p.s - 1 - p.pad_w, direction="fwd")
 
 
-def workspace_bytes(problem) -> int:
+def workspace_bytes(problem, width: int = 16) -> int:
     """Bytes of the packed filters, K x C/G x R x S floats (forward and backward data), or
     of the packed dy, N x K x Ho x Wo floats, and in chunks of rows their partial dws,
     chunks x K x C/G x R x S floats (backward weights, :func:`wrw_chunks`)."""
     p = problem
     if p.direction == "wrw":
-        chunks, _ = wrw_chunks(p)
+        chunks, _ = wrw_chunks(p, width)
         partials = chunks * p.k * (p.c // p.groups) * p.r * p.s if chunks > 1 else 0
         return 4 * (p.n * p.k * p.ho * p.wo + partials)
     return 4 * p.k * (p.c // p.groups) * p.r * p.s
 
 
-def wrw_chunks(problem) -> tuple[int, int]:
+def wrw_chunks(problem, width: int = 16) -> tuple[int, int]:
     """``(chunks, rows a chunk)`` of chanvec_wrw's rows (n, oh): one chunk of every row
     unless one block of output channels' packed dy passes :data:`WRW_CHUNK_ABOVE_BYTES`;
     then chunks of about :data:`WRW_CHUNK_BYTES` of it, as many as their partial dws fit
     in :data:`WRW_PARTIALS_BYTES`."""
     p = problem
-    _, kv = block(p)
+    _, kv = block(p, width)
     rows = p.n * p.ho
     row_bytes = 4 * 16 * kv * p.wo
     dw_bytes = 4 * p.k * (p.c // p.groups) * p.r * p.s
@@ -202,14 +229,14 @@ def wrw_chunks(problem) -> tuple[int, int]:
     return -(-rows // per), per
 
 
-def wrw_slots(problem) -> tuple[int, int, int]:
+def wrw_slots(problem, width: int = 16) -> tuple[int, int, int]:
     """chanvec_wrw's split of a work-item's PB slots: ``(channel_blocks, filter_rows x
     column_blocks, real share)``. A slot block holds CB = min(C/G, PB) input channels at
     QS = PB // CB neighbouring filter columns (QS > 1 only for groups of fewer channels
     than slots, as the 3-channel stem); the real share is the share of the slots that
     are real channels and columns, not repeats."""
     p = problem
-    pb, _ = block(p)
+    pb, _ = block(p, width)
     cg = p.c // p.groups
     cb = min(cg, pb)
     qs = pb // cb
@@ -218,22 +245,22 @@ def wrw_slots(problem) -> tuple[int, int, int]:
     return nc, p.r * ns, cg * p.s / (nc * ns * pb)
 
 
-def wrw_items(problem) -> int:
+def wrw_items(problem, width: int = 16) -> int:
     """Work-items of chanvec_wrw: blocks of output channels x blocks of slots
     (:func:`wrw_slots`)."""
     p = problem
-    _, kv = block(p)
-    nc, taps, _ = wrw_slots(p)
+    _, kv = block(p, width)
+    nc, taps, _ = wrw_slots(p, width)
     return (p.k // (16 * kv)) * nc * taps
 
 
-def fwd_split(problem) -> tuple[int, int]:
+def fwd_split(problem, width: int = 16) -> tuple[int, int]:
     """chanvec_fwd's ``(positions a block, blocks a work-item)`` for the forward problem
     ``problem`` (backward data's :func:`forward_view`): :data:`FWD_BLOCKS` where
     :data:`RUNS_MIN_PICTURE` or :data:`RUNS_MAX_REDUCTION` says so, else one block of
     the register block's positions."""
     p = problem
-    pb, kv = block(p)
+    pb, kv = block(p, width)
     if (p.ho * p.wo >= RUNS_MIN_PICTURE
             or (p.c // p.groups) * p.r * p.s <= RUNS_MAX_REDUCTION):
         return FWD_BLOCKS[(pb, kv)]
@@ -249,17 +276,17 @@ def _options(pb: int, kv: int, split: tuple[int, int] | None = None) -> str:
     return f"{opts} -DCHANVEC_FPB={split[0]} -DCHANVEC_SUB={split[1]}"
 
 
-def plan(problem, efficiency: float) -> list[Launch]:
-    """The two launches that compute ``problem`` (see the module docstring); the
-    convolution's FLOPs charged at ``efficiency`` x peak, the packing pass's bytes (read
-    and written once) at the device's bandwidth."""
+def plan(problem, efficiency: float, width: int = 16) -> list[Launch]:
+    """The two launches that compute ``problem`` on a CPU of ``width``-float vectors (see
+    the module docstring); the convolution's FLOPs charged at ``efficiency`` x peak, the
+    packing pass's bytes (read and written once) at the device's bandwidth."""
     p = problem
-    pb, kv = block(p)
+    pb, kv = block(p, width)
     if p.direction == "wrw":
-        return _plan_wrw(p, pb, kv, _options(pb, kv), efficiency)
-    opts = _options(pb, kv, fwd_split(forward_view(p)))
+        return _plan_wrw(p, pb, kv, _options(pb, kv), efficiency, width)
+    opts = _options(pb, kv, fwd_split(forward_view(p), width))
     if p.direction == "bwd":
-        return _plan_bwd(p, pb, kv, opts, efficiency)
+        return _plan_bwd(p, pb, kv, opts, efficiency, width)
     crs = (p.c // p.groups) * p.r * p.s
     total = p.k * crs
     # arguments built only when the plan runs (ranking reads the costs alone)
@@ -267,10 +294,11 @@ def plan(problem, efficiency: float) -> list[Launch]:
                           (-(-crs // 16), p.k // (16 * kv)), (1, 1),
                           lambda: ("w", "ws", np.int32(p.k), np.int32(crs)),
                           bytes=int(PACK_BYTES_FACTOR * 8 * total))
-    return [pack, _fwd(p, p, pb, kv, opts, ("x", "ws", "y"), efficiency)]
+    return [pack, _fwd(p, p, pb, kv, opts, ("x", "ws", "y"), efficiency, width)]
 
 
-def _plan_bwd(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]:
+def _plan_bwd(p, pb: int, kv: int, opts: str, efficiency: float,
+              width: int) -> list[Launch]:
     f = forward_view(p)
     kg, rs = p.k // p.groups, p.r * p.s
     q = kg * rs
@@ -286,29 +314,31 @@ def _plan_bwd(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]
         pack = KERNELS.launch("chanvec.cl", "chanvec_pack_bwd", opts,
                               (-(-q // 16), p.c // 16), (1, 1),
                               lambda: ("w", "ws") + sizes, bytes=packed)
-    return [pack, _fwd(f, p, pb, kv, opts, ("y", "ws", "x"), efficiency)]
+    return [pack, _fwd(f, p, pb, kv, opts, ("y", "ws", "x"), efficiency, width)]
 
 
-def _fwd(f, p, pb: int, kv: int, opts: str, buffers: tuple, efficiency: float) -> Launch:
+def _fwd(f, p, pb: int, kv: int, opts: str, buffers: tuple, efficiency: float,
+         width: int) -> Launch:
     """chanvec_fwd on the forward problem ``f`` (``p`` itself, or backward data's
     :func:`forward_view`), reading and writing ``buffers`` (input, packed filters,
     output), its grid in the order :func:`kb_fast` picks; ``p``'s FLOPs."""
-    fast = kb_fast(f)
-    fpb, sub = fwd_split(f)
+    fast = kb_fast(f, width)
+    fpb, sub = fwd_split(f, width)
     grid = (-(-(f.n * f.ho * f.wo) // (fpb * sub)), f.k // (16 * kv))
     return KERNELS.launch("chanvec.cl", "chanvec_fwd", opts, grid[::-1] if fast else grid,
                           (1, 1), lambda: buffers + _sizes(f) + (np.int32(fast),),
                           flops=p.flops, efficiency=efficiency)
 
 
-def _plan_wrw(p, pb: int, kv: int, opts: str, efficiency: float) -> list[Launch]:
+def _plan_wrw(p, pb: int, kv: int, opts: str, efficiency: float,
+              width: int) -> list[Launch]:
     hwo = p.ho * p.wo
     pack = KERNELS.launch("chanvec.cl", "chanvec_pack", opts,
                           (-(-hwo // 16), p.k // (16 * kv), p.n), (1, 1, 1),
                           lambda: ("y", "ws", np.int32(p.k), np.int32(hwo)),
                           bytes=int(PACK_BYTES_FACTOR * 8 * p.n * p.k * hwo))
-    nc, taps, _ = wrw_slots(p)
-    chunks, rows = wrw_chunks(p)
+    nc, taps, _ = wrw_slots(p, width)
+    chunks, rows = wrw_chunks(p, width)
     total = p.k * (p.c // p.groups) * p.r * p.s
     packed = p.n * p.k * hwo
     # groups of fewer channels than slots fill them with several filter columns
