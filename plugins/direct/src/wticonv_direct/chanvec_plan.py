@@ -179,7 +179,7 @@ def decline_reason(problem, device) -> str:
         return (f"K/G = {kg} output channel{'s' if kg != 1 else ''} a group: needs a "
                 "multiple of 16 (vectors of 16)")
     if device.info.vector_width < MIN_VECTOR_WIDTH:
-        return (f"needs 8- or 16-float vectors (AVX2, AVX-512): on narrower ones its "
+        return ("needs 8- or 16-float vectors (AVX2, AVX-512): on narrower ones its "
                 f"accumulators would spill (this device prefers {device.info.vector_width})")
     return ""
 
