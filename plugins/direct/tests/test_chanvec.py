@@ -281,6 +281,8 @@ def _device(kind="cpu", vector_width=16):
     (P(1, 64, 7, 7, 2, 3, 3, groups=2), _device(), "K/G = 1 output channel a group"),
     (P(1, 8, 7, 7, 64, 3, 3), _device("gpu"), "the GPU solvers serve GPUs"),
     (P(1, 8, 7, 7, 64, 3, 3), _device(vector_width=4), "8- or 16-float vectors"),
+    # too narrow is named before the channel count that no block would take either
+    (P(1, 8, 7, 7, 8, 3, 3), _device(vector_width=4), "8- or 16-float vectors"),
 ])
 def test_declines_with_a_reason(problem, device, words):
     got = solver.is_applicable(problem, device)

@@ -20,8 +20,10 @@ __all__ = ["CheckResult", "SolverReport", "check_solver", "parametrize_with_chec
 
 def default_corpus() -> list:
     """The problems every check runs on unless given others: :data:`EDGE_SHAPES` and
-    a few small layers shaped like ResNet-50's and MobileNetV2's (all forward; the checks
-    take them in every direction)."""
+    a few small layers shaped like ResNet-50's, ResNeXt-50's and MobileNetV2's (all
+    forward; the checks take them in every direction). Five have channel counts that are
+    multiples of 16 in every direction they allow, for solvers that fill vectors with
+    channels (``direct.chanvec`` accepts 13 of the corpus's problems and directions)."""
     from wticonv.problem.conv import ConvProblem as P
 
     layers = [P(2, 16, 12, 12, 16, 3, 3, pad_h=1, pad_w=1),
@@ -29,7 +31,9 @@ def default_corpus() -> list:
               P(1, 24, 14, 14, 48, 1, 1, stride_h=2, stride_w=2),
               P(2, 8, 16, 16, 8, 3, 3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
               P(1, 16, 10, 10, 16, 3, 3, pad_h=1, pad_w=1, groups=16),
-              P(1, 8, 9, 9, 8, 1, 7, pad_w=3)]
+              P(1, 8, 9, 9, 8, 1, 7, pad_w=3),
+              P(1, 64, 9, 7, 64, 3, 3, pad_h=1, pad_w=1, groups=2),
+              P(2, 3, 23, 21, 32, 7, 7, pad_h=3, pad_w=3, stride_h=2, stride_w=2)]
     return list(EDGE_SHAPES.values()) + layers
 
 

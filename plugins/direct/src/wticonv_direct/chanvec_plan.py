@@ -170,6 +170,9 @@ def decline_reason(problem, device) -> str:
     if p.direction == "bwd" and (p.pad_h > p.r - 1 or p.pad_w > p.s - 1):
         return (f"backward data with padding {p.pad_h}x{p.pad_w} beyond the filter "
                 f"{p.r}x{p.s} (at most R-1 x S-1); the other solvers serve it")
+    if device.info.vector_width < MIN_VECTOR_WIDTH:     # before the channels: no block fits
+        return ("needs 8- or 16-float vectors (AVX2, AVX-512): on narrower ones its "
+                f"accumulators would spill (this device prefers {device.info.vector_width})")
     if block(p) is None:    # the same multiple of 16 at every vector width
         if p.direction == "bwd":
             cg = p.c // p.groups
@@ -178,9 +181,6 @@ def decline_reason(problem, device) -> str:
         kg = p.k // p.groups
         return (f"K/G = {kg} output channel{'s' if kg != 1 else ''} a group: needs a "
                 "multiple of 16 (vectors of 16)")
-    if device.info.vector_width < MIN_VECTOR_WIDTH:
-        return ("needs 8- or 16-float vectors (AVX2, AVX-512): on narrower ones its "
-                f"accumulators would spill (this device prefers {device.info.vector_width})")
     return ""
 
 
