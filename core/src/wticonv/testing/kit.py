@@ -21,9 +21,10 @@ __all__ = ["CheckResult", "SolverReport", "check_solver", "parametrize_with_chec
 def default_corpus() -> list:
     """The problems every check runs on unless given others: :data:`EDGE_SHAPES` and
     a few small layers shaped like ResNet-50's, ResNeXt-50's and MobileNetV2's (all
-    forward; the checks take them in every direction). Five have channel counts that are
-    multiples of 16 in every direction they allow, for solvers that fill vectors with
-    channels (``direct.chanvec`` accepts 13 of the corpus's problems and directions)."""
+    forward; the checks take them in every direction). Five of the layers have output
+    channels in multiples of 16 (three of them input channels too), for solvers that fill
+    vectors with channels (``direct.chanvec`` accepts 13 of the corpus's problems and
+    directions)."""
     from wticonv.problem.conv import ConvProblem as P
 
     layers = [P(2, 16, 12, 12, 16, 3, 3, pad_h=1, pad_w=1),
