@@ -373,3 +373,18 @@ def test_backward_weights_model_figures():
     # a small dy runs in one chunk, writing dw itself: no partials, no sum
     assert chanvec_plan.wrw_chunks(one) == (1, 8)
     assert solver.workspace_size(one, dev) == 4 * 64 * 8 * 8
+
+
+def test_the_kits_default_corpus_checks_it_on_13_problems():
+    """The conformance kit's default corpus holds 13 problems and directions this solver
+    accepts (wticonv.testing.kit.default_corpus), at either vector width: the kit checks it
+    on more than a handful."""
+    from wticonv.testing.kit import default_corpus
+
+    for width in (16, 8):
+        dev = _device(vector_width=width)
+        accepted = [p.with_direction(d) for p in default_corpus()
+                    for d in ("fwd", "bwd", "wrw")
+                    if solver.is_applicable(p.with_direction(d), dev) is True]
+        assert len(accepted) == 13
+        assert {p.direction for p in accepted} == {"fwd", "bwd", "wrw"}
