@@ -77,7 +77,10 @@ def test_check_runs_the_kit_and_says_what_each_check_covered(capsys):
     assert main(["check", "direct.naive", "--check", "hooks", "--check", "wti",
                  "--check", "queries_pure"]) == 0
     out = capsys.readouterr().out
-    n = 3 * 26                                   # the corpus, in every direction
+    from wticonv.testing.kit import default_corpus
+
+    n = 3 * len(default_corpus())                # the corpus, in every direction
+    assert n == 3 * 28
     assert f"wti              passed ({n} problems)" in out, out
     assert f"queries_pure     passed ({n} problems)" in out
     assert "1 of 1 solver(s) conform" in out and "isolated" in out
