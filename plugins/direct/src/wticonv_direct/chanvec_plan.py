@@ -173,7 +173,7 @@ def decline_reason(problem, device) -> str:
     if device.info.vector_width < MIN_VECTOR_WIDTH:     # before the channels: no block fits
         return ("needs 8- or 16-float vectors (AVX2, AVX-512): on narrower ones its "
                 f"accumulators would spill (this device prefers {device.info.vector_width})")
-    if block(p) is None:    # the same multiple of 16 at every vector width
+    if block(p, device.info.vector_width) is None:    # K/G (C/G) not a multiple of 16
         if p.direction == "bwd":
             cg = p.c // p.groups
             return (f"C/G = {cg} input channel{'s' if cg != 1 else ''} a group: backward "
